@@ -1,0 +1,126 @@
+"""compile_ivm: from a view's SELECT to the SQL that creates and maintains it.
+
+parse -> normalize (one rewrite per module) -> operator tree -> sink -> statements.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from duckstream.engines import engine_for
+from duckstream.engines.base import Source, Target
+from duckstream.errors import UnsupportedSQLError, ViewSQLError
+from duckstream.normalize import normalize
+from duckstream.plan import IVMPlan, Naming
+from duckstream.sinks.bag import BagSink
+from duckstream.sinks.base import Sink
+from duckstream.sinks.grouped import GroupedSink
+from duckstream.tree.base import Context
+from duckstream.tree.build import split_select
+
+
+def parse_view(view_sql: str, dialect: str) -> exp.Expression:
+    """Parse exactly one statement, turning parser errors into :class:`ViewSQLError`."""
+    try:
+        statements = [s for s in sqlglot.parse(view_sql, dialect=dialect) if s is not None]
+    except (ParseError, TokenError) as error:
+        raise ViewSQLError(f"cannot parse the view SQL: {error}") from None
+    if len(statements) != 1:
+        raise ViewSQLError(f"the view must be exactly one SELECT statement, got {len(statements)}")
+    statement = statements[0]
+    if not isinstance(statement, exp.Query):
+        raise ViewSQLError(f"the view must be a SELECT, got {statement.key.upper()}")
+    return statement
+
+
+def compile_ivm(
+    view_sql: str,
+    *,
+    mv_name: str = "mv",
+    mv_catalog: str = "dl",
+    mv_schema: str = "main",
+    dialect: str = "duckdb",
+    naming: Naming | None = None,
+    sources: dict[str, dict] | None = None,
+    schema: dict | None = None,
+) -> IVMPlan:
+    """Compile ``view_sql`` into an :class:`IVMPlan` for a view named ``mv_name``.
+
+    Unqualified tables resolve to ``mv_catalog.mv_schema``; ``sources`` maps a table name to
+    ``{"catalog": ..., "schema": ...}`` to override that. ``schema`` (optional, sqlglot's
+    ``{table: {column: type}}`` or nested by catalog and schema) lets ``SELECT *`` and
+    ``NATURAL JOIN`` expand. Raises :class:`UnsupportedSQLError` for what cannot be maintained
+    and :class:`ViewSQLError` for SQL that cannot be read.
+    """
+    if naming is None:
+        naming = Naming(mv_name=mv_name)
+    elif mv_name != "mv" and naming.mv_table() != mv_name:
+        naming = Naming(mv_name=mv_name, cursors_name=naming.cursors_table())
+    engine = engine_for(dialect)
+    parsed = parse_view(view_sql, dialect)
+    select = normalize(
+        parsed, dialect=dialect, catalog=mv_catalog, schema=mv_schema, sources=sources, columns=schema
+    )
+    found: dict[str, Source] = {}
+
+    def resolve(table: exp.Table) -> Source:
+        key = f"{table.catalog}.{table.db}.{table.name}"
+        if key not in found:
+            found[key] = Source(table.catalog, table.db, table.name, len(found))
+        return found[key]
+
+    ctx = Context(engine=engine)
+    parts = split_select(select, ctx, resolve)
+    target = Target(mv_catalog, mv_schema, naming.mv_table(), naming.cursors_table())
+    engine.bind(target, list(found.values()))
+    if any(s.fqn == target.fqn for s in found.values()):
+        raise UnsupportedSQLError("self_reference", f"the view reads its own table {target.fqn}")
+    sink: Sink
+    if parts.aggregated or parts.distinct:
+        if parts.aggregated and parts.distinct:
+            raise UnsupportedSQLError("distinct_aggregate", "SELECT DISTINCT over GROUP BY")
+        groups = parts.groups
+        if parts.distinct:
+            ctx.features.add("distinct")
+            groups = [i.unalias() for i in parts.items]
+        else:
+            ctx.features.add("aggregate")
+            if not groups:
+                ctx.features.add("global_aggregate")
+        if parts.having is not None:
+            ctx.features.add("having")
+        sink = GroupedSink(ctx, parts.block, groups, parts.items, parts.names, parts.having)
+        for spec in sink.aggregates:
+            ctx.features.add(spec.kind if spec.kind != "count_star" else "count")
+    else:
+        ctx.features.add("project")
+        from duckstream.tree.project import Project
+
+        sink = BagSink(ctx, Project(parts.block, parts.items, parts.names))
+    initialize = (
+        engine.begin()
+        + engine.pin_for_initialize()
+        + [f"DELETE FROM {target.fqn}"]
+        + sink.populate()
+        + engine.record_cursors()
+        + engine.commit()
+    )
+    maintain = (
+        engine.begin() + engine.pin_window() + sink.maintain() + engine.advance_cursors() + engine.commit()
+    )
+    return IVMPlan(
+        view_sql=select.sql(dialect=dialect),
+        create_cursors_table=engine.create_cursors_table(),
+        create_mv=sink.create_mv(),
+        initialize_cursors=initialize,
+        maintain=maintain,
+        query_mv=sink.query_mv(),
+        base_tables={s.name: s.catalog for s in found.values()},
+        features=ctx.features,
+        mv_table=target.fqn,
+        cursors_table=target.cursors_fqn,
+        output_columns=sink.visible_columns(),
+        dialect=dialect,
+    )

@@ -1,0 +1,159 @@
+"""The small interface every engine implements.
+
+The operator tree asks an engine for relations (a source's state at a version, a source's
+changes in the refresh window), for run-time values (cursor and end snapshots, whether a
+source changed) and for the statements around them (pin the window, check it, advance the
+cursors). It never sees engine syntax itself.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+
+class Version(enum.Enum):
+    """Which state of a source a relation reads."""
+
+    OLD = "old"  # at the cursor: what the materialized view reflects now
+    NEW = "new"  # at the pinned end snapshot of this refresh
+    CURRENT = "current"  # no time travel (used to create empty tables with the right types)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One base table the view reads; ``index`` numbers it within the view."""
+
+    catalog: str
+    schema: str
+    name: str
+    index: int
+
+    @property
+    def fqn(self) -> str:
+        return f"{self.catalog}.{self.schema}.{self.name}"
+
+    def table(self) -> exp.Table:
+        return exp.table_(self.name, db=self.schema, catalog=self.catalog)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The materialized view and its cursors table."""
+
+    catalog: str
+    schema: str
+    name: str
+    cursors: str
+
+    @property
+    def fqn(self) -> str:
+        return f"{self.catalog}.{self.schema}.{self.name}"
+
+    @property
+    def cursors_fqn(self) -> str:
+        return f"{self.catalog}.{self.schema}.{self.cursors}"
+
+
+MULT = "_ivm_mult"
+
+
+class Engine(ABC):
+    """SQL that depends on the engine and its table format."""
+
+    dialect: str
+
+    def __init__(self) -> None:
+        self.target: Target | None = None
+        self.sources: list[Source] = []
+
+    def bind(self, target: Target, sources: list[Source]) -> None:
+        """Fix the view this engine generates SQL for."""
+        self.target = target
+        self.sources = sources
+
+    @property
+    def tgt(self) -> Target:
+        assert self.target is not None, "engine not bound to a view"
+        return self.target
+
+    # -- relations -------------------------------------------------------------------------
+    @abstractmethod
+    def state(self, source: Source, version: Version) -> exp.Expression:
+        """A query reading every column of ``source`` at ``version``."""
+
+    @abstractmethod
+    def changes(self, source: Source) -> exp.Expression:
+        """A query of the source's changes in the window: its columns plus ``_ivm_mult``
+        (+1 inserted, -1 deleted; an update is both; not netted)."""
+
+    @abstractmethod
+    def changed(self, source: Source) -> exp.Expression:
+        """A boolean, constant during one refresh: did ``source`` change in the window?"""
+
+    @abstractmethod
+    def any_changed(self) -> exp.Expression:
+        """A boolean, constant during one refresh: did any source change?"""
+
+    @abstractmethod
+    def runtime_value(self, name: str) -> exp.Expression:
+        """A scalar computed earlier in the same refresh by :meth:`set_runtime_value`."""
+
+    @abstractmethod
+    def set_runtime_value(self, name: str, query: exp.Expression) -> str:
+        """A statement storing the single value of ``query`` for :meth:`runtime_value`."""
+
+    # -- statements ------------------------------------------------------------------------
+    @abstractmethod
+    def create_cursors_table(self) -> str: ...
+
+    @abstractmethod
+    def begin(self) -> list[str]: ...
+
+    @abstractmethod
+    def commit(self) -> list[str]: ...
+
+    @abstractmethod
+    def pin_for_initialize(self) -> list[str]:
+        """Pin one snapshot per catalog and record it; NEW then reads at that snapshot."""
+
+    @abstractmethod
+    def record_cursors(self) -> list[str]:
+        """Replace this view's cursor rows with the pinned snapshots (after populating)."""
+
+    @abstractmethod
+    def pin_window(self) -> list[str]:
+        """Pin the refresh window, read the cursors, check them, decide what changed."""
+
+    @abstractmethod
+    def advance_cursors(self) -> list[str]: ...
+
+    @abstractmethod
+    def create_temp(self, name: str, query: exp.Expression) -> str:
+        """A statement materializing ``query`` as a temporary table ``name``."""
+
+    @abstractmethod
+    def temp_table(self, name: str) -> exp.Table: ...
+
+    @abstractmethod
+    def copies(self, mult: exp.Expression) -> exp.Expression:
+        """A select-list expression that repeats its row ``mult`` times."""
+
+    @abstractmethod
+    def fresh_row_ids_base(self) -> exp.Expression:
+        """A number such that base + 1 .. base + n are unused ``_ivm_row`` values."""
+
+    def avg(self, total: exp.Expression, count: exp.Expression) -> exp.Expression:
+        """AVG from its SUM and non-NULL COUNT, typed as the engine types AVG."""
+        return exp.Div(
+            this=exp.cast(total, exp.DataType.build("double")),
+            expression=exp.Nullif(this=count, expression=exp.Literal.number(0)),
+        )
+
+    def slug(self) -> str:
+        """A name for this view usable inside identifiers and variable names."""
+        t = self.tgt
+        return "".join(ch if ch.isalnum() else "_" for ch in f"{t.catalog}_{t.schema}_{t.name}")

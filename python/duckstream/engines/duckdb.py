@@ -1,0 +1,204 @@
+"""DuckDB + DuckLake.
+
+Run-time values live in DuckDB session variables (``SET VARIABLE`` / ``getvariable``): table
+functions and ``AT (VERSION => ...)`` accept them where they refuse subqueries, and a guard
+``WHERE getvariable('...')`` that is false lets the optimizer drop a whole delta term, so a
+source that did not change costs nothing. ``maintain`` is one transaction: DuckLake gives it
+snapshot isolation, and the window is pinned explicitly on top of that.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp, parse_one
+
+from duckstream.engines.base import MULT, Engine, Source, Version
+
+
+def _lit(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class DuckLakeEngine(Engine):
+    dialect = "duckdb"
+
+    # -- run-time values -------------------------------------------------------------------
+    def _var(self, name: str) -> str:
+        return f"_ivm_{self.slug()}_{name}"
+
+    def runtime_value(self, name: str) -> exp.Expression:
+        return exp.Anonymous(this="getvariable", expressions=[exp.Literal.string(self._var(name))])
+
+    def set_runtime_value(self, name: str, query: exp.Expression) -> str:
+        return f"SET VARIABLE {self._var(name)} = ({query.sql(dialect='duckdb')})"
+
+    def _end(self, catalog: str) -> exp.Expression:
+        return self.runtime_value(f"end_{catalog}")
+
+    def _cursor(self, source: Source) -> exp.Expression:
+        return self.runtime_value(f"cursor_{source.index}")
+
+    def changed(self, source: Source) -> exp.Expression:
+        return self.runtime_value(f"changed_{source.index}")
+
+    def any_changed(self) -> exp.Expression:
+        return self.runtime_value("changed")
+
+    # -- relations -------------------------------------------------------------------------
+    def state(self, source: Source, version: Version) -> exp.Expression:
+        select = exp.select("*")
+        table = source.table()
+        if version is not Version.CURRENT:
+            at = self._end(source.catalog) if version is Version.NEW else self._cursor(source)
+            table.set("when", exp.HistoricalData(this="AT", kind="VERSION", expression=at))
+        return select.from_(table)
+
+    def changes(self, source: Source) -> exp.Expression:
+        def read(function: str, sign: int) -> exp.Select:
+            call = exp.Anonymous(
+                this=function,
+                expressions=[
+                    exp.Literal.string(source.catalog),
+                    exp.Literal.string(source.schema),
+                    exp.Literal.string(source.name),
+                    exp.Add(this=self._cursor(source), expression=exp.Literal.number(1)),
+                    self._end(source.catalog),
+                ],
+            )
+            mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
+            return exp.select("*", exp.alias_(mult, MULT)).from_(exp.Table(this=call))
+
+        return exp.union(
+            read("ducklake_table_insertions", 1), read("ducklake_table_deletions", -1), distinct=False
+        )
+
+    # -- statements ------------------------------------------------------------------------
+    def create_cursors_table(self) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.tgt.cursors_fqn} ("
+            "mv_name VARCHAR, source_table VARCHAR, table_id BIGINT, last_snapshot BIGINT)"
+        )
+
+    def begin(self) -> list[str]:
+        return ["BEGIN TRANSACTION"]
+
+    def commit(self) -> list[str]:
+        return ["COMMIT"]
+
+    def _catalogs(self) -> list[str]:
+        return sorted({s.catalog for s in self.sources} | {self.tgt.catalog})
+
+    def _pin_ends(self) -> list[str]:
+        return [
+            self.set_runtime_value(
+                f"end_{c}", parse_one(f"SELECT max(snapshot_id) FROM ducklake_snapshots({_lit(c)})")
+            )
+            for c in self._catalogs()
+        ]
+
+    def _table_id(self, source: Source) -> str:
+        meta = f"__ducklake_metadata_{source.catalog}"
+        return (
+            f"SELECT t.table_id FROM {meta}.ducklake_table AS t"
+            f" JOIN {meta}.ducklake_schema AS s ON t.schema_id = s.schema_id"
+            f" WHERE s.schema_name = {_lit(source.schema)} AND t.table_name = {_lit(source.name)}"
+            " AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+        )
+
+    def pin_for_initialize(self) -> list[str]:
+        statements = self._pin_ends()
+        for s in self.sources:
+            statements.append(
+                f"SELECT CASE WHEN ({self._table_id(s)}) IS NULL THEN error("
+                f"{_lit(f'duckstream: source table {s.fqn} does not exist')}) END"
+            )
+            end = self._end(s.catalog).sql("duckdb")
+            statements.append(f"SET VARIABLE {self._var(f'cursor_{s.index}')} = {end}")
+        return statements
+
+    def record_cursors(self) -> list[str]:
+        mv = _lit(self.tgt.name)
+        statements = [f"DELETE FROM {self.tgt.cursors_fqn} WHERE mv_name = {mv}"]
+        for s in self.sources:
+            end = self._end(s.catalog).sql("duckdb")
+            statements.append(
+                f"INSERT INTO {self.tgt.cursors_fqn} (mv_name, source_table, table_id,"
+                f" last_snapshot) VALUES ({mv}, {_lit(s.fqn)}, ({self._table_id(s)}), {end})"
+            )
+        return statements
+
+    def pin_window(self) -> list[str]:
+        mv = _lit(self.tgt.name)
+        statements = self._pin_ends()
+        for s in self.sources:
+            row = (
+                f"FROM {self.tgt.cursors_fqn} WHERE mv_name = {mv} AND source_table = {_lit(s.fqn)}"
+            )
+            statements.append(
+                f"SELECT CASE WHEN (SELECT count(*) {row}) <> 1 THEN error("
+                f"{_lit(f'duckstream: rebuild required: no cursor for source {s.fqn}')}) END"
+            )
+            statements.append(
+                self.set_runtime_value(f"cursor_{s.index}", parse_one(f"SELECT last_snapshot {row}"))
+            )
+            statements.append(
+                self.set_runtime_value(f"table_{s.index}", parse_one(f"SELECT table_id {row}"))
+            )
+            cursor = self._cursor(s).sql("duckdb")
+            end = self._end(s.catalog).sql("duckdb")
+            table_id = f"CAST({self.runtime_value(f'table_{s.index}').sql('duckdb')} AS VARCHAR)"
+            window = (
+                f"FROM ducklake_snapshots({_lit(s.catalog)})"
+                f" WHERE snapshot_id > {cursor} AND snapshot_id <= {end}"
+            )
+            expired = f"duckstream: rebuild required: cursor snapshot of {s.fqn} was expired"
+            statements.append(
+                f"SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM ducklake_snapshots({_lit(s.catalog)})"
+                f" WHERE snapshot_id = {cursor}) THEN error({_lit(expired)}) END"
+            )
+            altered = f"duckstream: rebuild required: source {s.fqn} was altered or recreated"
+            statements.append(
+                "SELECT CASE WHEN EXISTS (SELECT 1 "
+                + window
+                + f" AND (list_contains(coalesce(changes['tables_altered'], []), {table_id})"
+                f" OR list_contains(coalesce(changes['tables_dropped'], []), {table_id})))"
+                f" THEN error({_lit(altered)}) END"
+            )
+            statements.append(
+                self.set_runtime_value(
+                    f"changed_{s.index}",
+                    parse_one(
+                        "SELECT EXISTS (SELECT 1 "
+                        + window
+                        + f" AND list_contains(flatten(map_values(changes)), {table_id}))"
+                    ),
+                )
+            )
+        any_changed = " OR ".join(self.changed(s).sql("duckdb") for s in self.sources) or "false"
+        statements.append(f"SET VARIABLE {self._var('changed')} = ({any_changed})")
+        return statements
+
+    def advance_cursors(self) -> list[str]:
+        mv = _lit(self.tgt.name)
+        return [
+            f"UPDATE {self.tgt.cursors_fqn} SET last_snapshot = {self._end(s.catalog).sql('duckdb')}"
+            f" WHERE mv_name = {mv} AND source_table = {_lit(s.fqn)}"
+            f" AND {self.any_changed().sql('duckdb')}"
+            for s in self.sources
+        ]
+
+    def create_temp(self, name: str, query: exp.Expression) -> str:
+        return f"CREATE OR REPLACE TEMP TABLE {name} AS {query.sql(dialect='duckdb')}"
+
+    def temp_table(self, name: str) -> exp.Table:
+        return exp.table_(name, db="main", catalog="temp")
+
+    def copies(self, mult: exp.Expression) -> exp.Expression:
+        return exp.Unnest(expressions=[exp.Anonymous(this="range", expressions=[mult])])
+
+    def fresh_row_ids_base(self) -> exp.Expression:
+        # The MV catalog's snapshot at the start of this refresh, shifted left 32 bits: every
+        # refresh that inserts commits a new snapshot, so the next base is larger.
+        return exp.Mul(
+            this=exp.cast(self._end(self.tgt.catalog), exp.DataType.build("bigint")),
+            expression=exp.Literal.number(4294967296),
+        )

@@ -1,0 +1,40 @@
+"""Rewrites from the user's SELECT to the normal form the operator tree is built from.
+
+Like sqlglot's optimizer: one transformation per module, each a pure function from AST to
+AST, applied in order by :func:`normalize`.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from duckstream.normalize.drop_order import drop_order
+from duckstream.normalize.inline_ctes import inline_ctes
+from duckstream.normalize.qualify_view import qualify_view
+from duckstream.normalize.rewrite_filtered_aggregates import rewrite_filtered_aggregates
+from duckstream.normalize.validate import validate
+
+
+def normalize(
+    expression: exp.Expression,
+    *,
+    dialect: str,
+    catalog: str,
+    schema: str,
+    sources: dict[str, dict] | None = None,
+    columns: dict | None = None,
+) -> exp.Select:
+    """Validate, then rewrite ``expression`` into the form the operator tree expects."""
+    validate(expression, has_schema=columns is not None)
+    expression = inline_ctes(expression)
+    expression = drop_order(expression)
+    expression = rewrite_filtered_aggregates(expression)
+    expression = qualify_view(
+        expression, dialect=dialect, catalog=catalog, schema=schema, sources=sources, columns=columns
+    )
+    validate(expression, has_schema=True, after_qualify=True)
+    assert isinstance(expression, exp.Select)
+    return expression
+
+
+__all__ = ["normalize"]

@@ -1,0 +1,140 @@
+"""Reject what the compiler cannot maintain, naming the construct and where it is.
+
+Nothing here rewrites: a view either passes or raises :class:`UnsupportedSQLError` whose
+``feature`` names the construct (the README's table lists them).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from duckstream.errors import UnsupportedSQLError
+
+NONDETERMINISTIC = {
+    "random",
+    "rand",
+    "uuid",
+    "gen_random_uuid",
+    "uuidv4",
+    "uuidv7",
+    "now",
+    "current_timestamp",
+    "current_date",
+    "current_time",
+    "localtimestamp",
+    "localtime",
+    "get_current_timestamp",
+    "get_current_time",
+    "today",
+    "transaction_timestamp",
+    "nextval",
+    "currval",
+    "setseed",
+    "any_value",
+    "arbitrary",
+    "first",
+    "last",
+    "reservoir_quantile",
+    "unix_timestamp",
+    "current_timezone",
+    "sysdate",
+}
+
+NONDETERMINISTIC_NODES = (
+    exp.Rand,
+    exp.Uuid,
+    exp.CurrentDate,
+    exp.CurrentTime,
+    exp.CurrentTimestamp,
+    exp.AnyValue,
+    exp.First,
+    exp.Last,
+)
+
+
+def _where(node: exp.Expression) -> str:
+    text = node.sql()
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _fail(feature: str, node: exp.Expression, why: str) -> UnsupportedSQLError:
+    return UnsupportedSQLError(feature, f"{why}: `{_where(node)}`")
+
+
+def validate(expression: exp.Expression, *, has_schema: bool, after_qualify: bool = False) -> None:
+    """Raise :class:`UnsupportedSQLError` for the first construct that cannot be maintained."""
+    if not isinstance(expression, exp.Select):
+        if isinstance(expression, exp.SetOperation):
+            kind = type(expression).__name__.lower()
+            raise _fail("set_operation", expression, f"{kind.upper()} is not supported yet")
+        raise UnsupportedSQLError("statement", "the view must be a single SELECT statement")
+    for node in expression.walk():
+        _check(node, has_schema=has_schema, after_qualify=after_qualify)
+
+
+def _check(node: exp.Expression, *, has_schema: bool, after_qualify: bool) -> None:
+    if isinstance(node, exp.Window):
+        raise _fail("window_function", node, "window functions are not maintained")
+    if isinstance(node, exp.Limit | exp.Offset | exp.Fetch):
+        raise _fail("limit", node.parent or node, "LIMIT/OFFSET depends on row order")
+    if isinstance(node, exp.Order) and isinstance(node.parent, exp.Select | exp.SetOperation):
+        if node.parent.args.get("limit"):
+            raise _fail("limit", node.parent, "ORDER BY with LIMIT is not maintained")
+    if isinstance(node, NONDETERMINISTIC_NODES):
+        raise _fail("nondeterministic_function", node, "non-deterministic function")
+    if isinstance(node, exp.Anonymous | exp.Func) and not isinstance(node, exp.AggFunc):
+        name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+        if name in NONDETERMINISTIC:
+            raise _fail("nondeterministic_function", node, "non-deterministic function")
+    if isinstance(node, exp.AggFunc):
+        name = node.sql_name().lower() if not isinstance(node, exp.Anonymous) else node.name.lower()
+        if name in NONDETERMINISTIC:
+            raise _fail("nondeterministic_function", node, "non-deterministic aggregate")
+    if isinstance(node, exp.SetOperation):
+        kind = type(node).__name__.upper()
+        raise _fail("set_operation", node, f"{kind} is not supported yet")
+    if isinstance(node, exp.Select):
+        _check_select(node, has_schema=has_schema, after_qualify=after_qualify)
+    if isinstance(node, exp.Exists | exp.Subquery) and not isinstance(node.parent, exp.From | exp.Join):
+        if not (isinstance(node, exp.Subquery) and isinstance(node.parent, exp.Subquery)):
+            raise _fail("subquery", node, "subqueries outside FROM are not supported yet")
+    if isinstance(node, exp.In) and node.args.get("query"):
+        raise _fail("subquery", node, "IN (SELECT ...) is not supported yet")
+    if isinstance(node, exp.Identifier) and node.name.lower().startswith("_ivm_"):
+        raise _fail("reserved_name", node, "names starting with _ivm_ are reserved for duckstream")
+    if isinstance(node, exp.Table) and node.args.get("when"):
+        raise _fail("time_travel", node, "time travel on a source cannot be maintained")
+    if isinstance(node, exp.Lateral | exp.Unnest | exp.Values):
+        raise _fail("table_function", node, "only tables and subqueries may stand in FROM")
+    if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
+        raise _fail("table_function", node, "only tables and subqueries may stand in FROM")
+    if isinstance(node, exp.Cube | exp.Rollup | exp.GroupingSets):
+        raise _fail("grouping_sets", node, "ROLLUP / CUBE / GROUPING SETS are not supported")
+
+
+def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) -> None:
+    if select.args.get("qualify"):
+        raise _fail("qualify", select.args["qualify"], "QUALIFY is not supported")
+    distinct = select.args.get("distinct")
+    if distinct is not None and distinct.args.get("on"):
+        raise _fail("distinct_on", distinct, "DISTINCT ON is not supported")
+    if not select.args.get("from_"):
+        raise _fail("no_source", select, "a view must read at least one table")
+    for join in select.args.get("joins") or []:
+        side, kind = (join.side or "").upper(), (join.kind or "").upper()
+        if side in ("LEFT", "RIGHT", "FULL") or kind == "OUTER":
+            raise _fail("outer_join", join, f"{side or kind} OUTER JOIN is not supported yet")
+        if kind in ("SEMI", "ANTI", "ASOF", "POSITIONAL"):
+            raise _fail(f"{kind.lower()}_join", join, f"{kind} JOIN is not supported")
+        if join.args.get("method") and join.method.upper() == "NATURAL" and not has_schema:
+            raise _fail(
+                "natural_join", join, "NATURAL JOIN needs the source columns (pass schema=)"
+            )
+    for item in select.expressions:
+        star = item if isinstance(item, exp.Star) else None
+        if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+            star = item
+        if star is not None and after_qualify:
+            raise _fail(
+                "star", star, "SELECT * needs the source columns: list them or pass schema="
+            )

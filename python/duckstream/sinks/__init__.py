@@ -1,0 +1,1 @@
+"""Sinks: how the top operator's delta is applied to the materialized table."""

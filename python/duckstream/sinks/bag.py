@@ -1,0 +1,87 @@
+"""Bag sink: the view has no aggregate and no DISTINCT at its top, so rows may repeat.
+
+The table holds the view's rows as they are, duplicates included, plus one hidden column
+``_ivm_row`` that numbers every row uniquely. A refresh nets the view's delta by content
+(sum of signed multiplicities per distinct row), deletes ``-n`` rows of each content whose
+net count is negative (picked by ``_ivm_row``) and inserts ``n`` copies of each content whose
+net count is positive, under fresh ``_ivm_row`` numbers.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp, parse_one
+
+from duckstream.engines.base import MULT, Version
+from duckstream.sinks.base import Sink, col
+from duckstream.tree.aggregate import null_safe_match
+from duckstream.tree.base import Context, Relation
+
+ROW = "_ivm_row"
+
+
+class BagSink(Sink):
+    def __init__(self, ctx: Context, relation: Relation) -> None:
+        super().__init__(ctx)
+        self.relation = relation
+
+    def visible_columns(self) -> list[str]:
+        return self.relation.columns()
+
+    def _numbered(self, query: exp.Query) -> exp.Select:
+        """``query``'s rows with fresh ``_ivm_row`` numbers."""
+        number = exp.Add(
+            this=self.engine.fresh_row_ids_base(),
+            expression=exp.Window(this=exp.RowNumber()),
+        )
+        cols = [col(c, "_ivm_v") for c in self.visible_columns()]
+        return exp.select(*cols, exp.alias_(number, ROW)).from_(
+            exp.paren(query).as_("_ivm_v")
+        )
+
+    def create_mv(self) -> str:
+        state = self.relation.state(self.ctx, Version.CURRENT)
+        query = exp.select(
+            *(col(c, "_ivm_v") for c in self.visible_columns()),
+            exp.alias_(exp.cast(exp.Literal.number(0), exp.DataType.build("bigint")), ROW),
+        ).from_(exp.paren(state).as_("_ivm_v")).where(exp.false()).limit(0)
+        return f"CREATE OR REPLACE TABLE {self.mv} AS {query.sql(self.engine.dialect)}"
+
+    def _insert(self, query: exp.Query) -> str:
+        columns = ", ".join(col(c).sql(self.engine.dialect) for c in [*self.visible_columns(), ROW])
+        return f"INSERT INTO {self.mv} ({columns}) {query.sql(self.engine.dialect)}"
+
+    def populate(self) -> list[str]:
+        return [self._insert(self._numbered(self.relation.state(self.ctx, Version.NEW)))]
+
+    def maintain(self) -> list[str]:
+        dialect = self.engine.dialect
+        cols = self.visible_columns()
+        delta = self.temp("delta")
+        net = (
+            exp.select(
+                *(col(c) for c in cols),
+                exp.alias_(exp.cast(exp.Sum(this=col(MULT)), exp.DataType.build("bigint")), MULT),
+            )
+            .from_(exp.paren(self.relation.delta(self.ctx)).as_("_ivm_d"))
+            .group_by(*(col(c) for c in cols))
+            .having(exp.NEQ(this=exp.Sum(this=col(MULT)), expression=exp.Literal.number(0)))
+        )
+        numbered_net = exp.select(
+            "*", exp.alias_(exp.Window(this=exp.RowNumber()), "_ivm_id")
+        ).from_(exp.paren(net).as_("_ivm_n"))
+        match = null_safe_match([col(c, "m") for c in cols], [col(c, "d") for c in cols])
+        doomed = parse_one(
+            f"SELECT _ivm_row FROM (SELECT m._ivm_row, -d._ivm_mult AS _ivm_k,"
+            f" row_number() OVER (PARTITION BY d._ivm_id ORDER BY m._ivm_row) AS _ivm_rn"
+            f" FROM {self.mv} AS m JOIN {delta} AS d ON {match.sql(dialect)}"
+            f" WHERE d._ivm_mult < 0) AS _ivm_x WHERE _ivm_rn <= _ivm_k",
+            dialect=dialect,
+        )
+        copies = exp.select(
+            *(col(c, "d") for c in cols), exp.alias_(self.engine.copies(col(MULT, "d")), "_ivm_c")
+        ).from_(exp.to_table(delta).as_("d")).where(f"d.{MULT} > 0")
+        return [
+            self.engine.create_temp(delta, numbered_net),
+            f"DELETE FROM {self.mv} WHERE {ROW} IN ({doomed.sql(dialect)})",
+            self._insert(self._numbered(copies)),
+        ]

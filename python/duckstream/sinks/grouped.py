@@ -1,0 +1,272 @@
+"""Grouped sink: the view's top operator is GROUP BY (or a global aggregate, or DISTINCT).
+
+The table holds one row per group that is in the view: the visible columns, the group keys
+(a visible column when the view selects the key as is, else ``_ivm_g<i>``), the group's row
+count ``_ivm_count`` and each aggregate's hidden state (``duckstream.sinks.aggregates``).
+
+A refresh: (1) aggregate the delta rows per group (netted by content first when MIN/MAX need
+it); (2) merge with the groups' old rows; (3) rescan from the sources only the groups whose
+merge cannot be trusted (an extreme deleted, a holistic aggregate, a group HAVING kept out of
+the table); (4) delete the affected groups and insert their new rows where the group still
+has rows and passes HAVING. A global aggregate always has exactly one row.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from duckstream.engines.base import MULT, Version
+from duckstream.sinks.aggregates import AggregateSpec
+from duckstream.sinks.base import Sink, col
+from duckstream.tree.aggregate import null_safe_match
+from duckstream.tree.base import Block, Context, Term, union_all
+
+COUNT = "_ivm_count"
+
+
+class GroupedSink(Sink):
+    def __init__(
+        self,
+        ctx: Context,
+        block: Block,
+        groups: list[exp.Expression],
+        items: list[exp.Expression],
+        names: list[str],
+        having: exp.Expression | None,
+    ) -> None:
+        super().__init__(ctx)
+        self.block = block
+        self.groups = groups
+        self.names = names
+        self.having = having
+        self.aggregates: list[AggregateSpec] = []
+        self.key_columns = [self._key_column(i, g, items, names) for i, g in enumerate(groups)]
+        self.visible = [self._rewrite(item.unalias() if isinstance(item, exp.Alias) else item) for item in items]
+        self.having_rewritten = self._rewrite(having) if having is not None else None
+
+    # -- analysis --------------------------------------------------------------------------
+    @staticmethod
+    def _key_column(i: int, group: exp.Expression, items: list[exp.Expression], names: list[str]) -> str:
+        for item, name in zip(items, names, strict=True):
+            inner = item.unalias() if isinstance(item, exp.Alias) else item
+            if inner == group and not name.startswith("_ivm_"):
+                return name
+        return f"_ivm_g{i}"
+
+    def _aggregate(self, node: exp.Expression) -> AggregateSpec:
+        for spec in self.aggregates:
+            if spec.node == node:
+                return spec
+        spec = AggregateSpec(node.copy(), len(self.aggregates))
+        self.aggregates.append(spec)
+        return spec
+
+    def _rewrite(self, node: exp.Expression) -> exp.Expression:
+        """Replace aggregates and group expressions by placeholders ``:a<i>`` / ``:g<i>``."""
+        for i, group in enumerate(self.groups):
+            if node == group:
+                return exp.Placeholder(this=f"g{i}")
+        if isinstance(node, exp.AggFunc):
+            return exp.Placeholder(this=f"a{self._aggregate(node).index}")
+        node = node.copy()
+        for key, value in list(node.args.items()):
+            if isinstance(value, exp.Expression):
+                node.set(key, self._rewrite(value))
+            elif isinstance(value, list):
+                node.set(key, [self._rewrite(v) if isinstance(v, exp.Expression) else v for v in value])
+        return node
+
+    def _fill(self, node: exp.Expression, row: str) -> exp.Expression:
+        """Turn placeholders into values read from the hidden columns of ``row``."""
+
+        def fill(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Placeholder):
+                name = n.name
+                if name.startswith("g"):
+                    return col(self.key_columns[int(name[1:])], row)
+                return self.aggregates[int(name[1:])].value(row, self.engine)
+            return n
+
+        return node.copy().transform(fill)
+
+    @property
+    def is_global(self) -> bool:
+        return not self.groups
+
+    def hidden_columns(self) -> list[str]:
+        keys = [k for k in self.key_columns if k.startswith("_ivm_g")]
+        return keys + [COUNT] + [c for a in self.aggregates for c in a.hidden_columns()]
+
+    def state_columns(self) -> list[str]:
+        """Key columns, count and aggregate state: the columns rows are merged on."""
+        return list(dict.fromkeys(self.key_columns)) + [COUNT] + [
+            c for a in self.aggregates for c in a.hidden_columns()
+        ]
+
+    def visible_columns(self) -> list[str]:
+        return list(self.names)
+
+    def all_columns(self) -> list[str]:
+        return self.visible_columns() + self.hidden_columns()
+
+    # -- SQL pieces ------------------------------------------------------------------------
+    def _grouped_state(self, term: Term) -> exp.Select:
+        """Key columns, ``_ivm_count`` and aggregate state of every group of ``term``."""
+        items = [exp.alias_(g, k) for g, k in zip(self.groups, self.key_columns, strict=True)]
+        items = list({k: i for i, k in zip(items, self.key_columns, strict=True)}.values())
+        items.append(exp.alias_(exp.cast(exp.Count(this=exp.Star()), exp.DataType.build("bigint")), COUNT))
+        items += [i for a in self.aggregates for i in a.state_items()]
+        query = term.select(*items)
+        if self.groups:
+            query = query.group_by(*(g.copy() for g in self.groups))
+        return query
+
+    def _finish(self, rows: exp.Query, *, keep_empty: bool) -> exp.Select:
+        """Visible and hidden columns from rows of state columns, dropping empty groups and
+        groups HAVING rejects."""
+        r = "_ivm_r"
+        items = [exp.alias_(self._fill(v, r), n) for v, n in zip(self.visible, self.names, strict=True)]
+        items += [col(c, r) for c in self.hidden_columns()]
+        query = exp.select(*items).from_(exp.paren(rows).as_(r))
+        conditions = []
+        if not keep_empty:
+            conditions.append(exp.GT(this=col(COUNT, r), expression=exp.Literal.number(0)))
+        if self.having_rewritten is not None:
+            conditions.append(self._fill(self.having_rewritten, r))
+        if conditions:
+            query = query.where(exp.and_(*conditions))
+        return query
+
+    def _insert(self, query: exp.Query) -> str:
+        columns = ", ".join(col(c).sql(self.engine.dialect) for c in self.all_columns())
+        return f"INSERT INTO {self.mv} ({columns}) {query.sql(self.engine.dialect)}"
+
+    def _state_rows(self, version: Version) -> exp.Query:
+        return union_all([self._grouped_state(t) for t in self.block.state_terms(self.ctx, version)])
+
+    # -- protocol --------------------------------------------------------------------------
+    def create_mv(self) -> str:
+        terms = [t.filtered(exp.false()) for t in self.block.state_terms(self.ctx, Version.CURRENT)]
+        rows = union_all([self._grouped_state(t) for t in terms])
+        query = self._finish(rows, keep_empty=True).limit(0)
+        return f"CREATE OR REPLACE TABLE {self.mv} AS {query.sql(self.engine.dialect)}"
+
+    def populate(self) -> list[str]:
+        return [self._insert(self._finish(self._state_rows(Version.NEW), keep_empty=self.is_global))]
+
+    def _delta_rows(self) -> exp.Select:
+        """Per affected group: ``_ivm_g<i>``, ``_ivm_count`` and each aggregate's delta."""
+        keys = [f"_ivm_g{i}" for i in range(len(self.groups))]
+        xs = {a.index: f"_ivm_x{a.index}" for a in self.aggregates if a.argument() is not None}
+        rows = []
+        for term in self.block.delta_terms(self.ctx):
+            items = [exp.alias_(g, k) for g, k in zip(self.groups, keys, strict=True)]
+            items += [exp.alias_(a.argument(), xs[a.index]) for a in self.aggregates if a.index in xs]  # type: ignore[arg-type]
+            items.append(exp.alias_(term.multiplicity(), MULT))
+            rows.append(term.select(*items))
+        source: exp.Query = union_all(rows)
+        if any(a.needs_netting() for a in self.aggregates):
+            carried = [*keys, *xs.values()]
+            source = (
+                exp.select(*carried, exp.alias_(exp.Sum(this=col(MULT)), MULT))
+                .from_(exp.paren(source).as_("_ivm_dv"))
+                .group_by(*carried)
+                .having(exp.NEQ(this=exp.Sum(this=col(MULT)), expression=exp.Literal.number(0)))
+            )
+        m = col(MULT)
+        items = [col(k) for k in keys]
+        items.append(exp.alias_(exp.cast(exp.Sum(this=m), exp.DataType.build("bigint")), COUNT))
+        for a in self.aggregates:
+            x = col(xs[a.index]) if a.index in xs else exp.null()
+            items += a.delta_items(x, m)
+        query = exp.select(*items).from_(exp.paren(source).as_("_ivm_net"))
+        if keys:
+            return query.group_by(*(col(k) for k in keys))
+        return query.having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0)))
+
+    def _rescan_condition(self) -> exp.Expression | None:
+        conditions = [c for a in self.aggregates if (c := a.rescan_condition("o", "d")) is not None]
+        if self.having is not None:
+            conditions.append(exp.Is(this=col(COUNT, "o"), expression=exp.null()))
+        if not conditions:
+            return None
+        return exp.or_(*conditions)
+
+    def maintain(self) -> list[str]:
+        dialect = self.engine.dialect
+        delta, new, rescan = self.temp("delta"), self.temp("new"), self.temp("rescan")
+        keys = [f"_ivm_g{i}" for i in range(len(self.groups))]
+        unique_keys = list(dict.fromkeys(self.key_columns))
+        key_of = {k: keys[self.key_columns.index(k)] for k in unique_keys}
+
+        # (2) merge the delta with the old rows of the affected groups
+        merged = [exp.alias_(col(key_of[k], "d"), k) for k in unique_keys]
+        merged.append(
+            exp.alias_(
+                exp.Add(this=exp.Coalesce(this=col(COUNT, "o"), expressions=[exp.Literal.number(0)]), expression=col(COUNT, "d")),
+                COUNT,
+            )
+        )
+        merged += [m for a in self.aggregates for m in a.merged("o", "d")]
+        condition = self._rescan_condition()
+        if condition is not None:
+            merged.append(exp.alias_(exp.Coalesce(this=exp.paren(condition), expressions=[exp.false()]), "_ivm_rescan"))
+        join_on = null_safe_match([col(k, "o") for k in unique_keys], [col(key_of[k], "d") for k in unique_keys])
+        merge = (
+            exp.select(*merged)
+            .from_(exp.to_table(delta).as_("d"))
+            .join(exp.to_table(self.mv).as_("o"), on=join_on, join_type="left")
+        )
+        statements = [
+            self.engine.create_temp(delta, self._delta_rows()),
+            self.engine.create_temp(new, merge),
+        ]
+        state_cols = self.state_columns()
+        trusted = exp.select(*(col(c) for c in state_cols)).from_(new)
+        rows: exp.Query = trusted
+        if condition is not None:
+            # (3) rescan the groups whose merged state cannot be trusted
+            trusted = trusted.where("NOT _ivm_rescan")
+            count = "rescans"
+            statements.append(
+                self.engine.set_runtime_value(
+                    count, exp.select(exp.Count(this=exp.Star())).from_(new).where("_ivm_rescan")
+                )
+            )
+            guard = exp.GT(this=self.engine.runtime_value(count), expression=exp.Literal.number(0))
+            # The subquery's columns are all _ivm_ names, so the view's (maybe unqualified)
+            # group expressions still resolve to the outer FROM.
+            key_items = [exp.alias_(col(k), f"_ivm_k{i}") for i, k in enumerate(self.key_columns)]
+            rescan_keys = (
+                exp.select(*(key_items or [exp.alias_(exp.Literal.number(1), "_ivm_one")]))
+                .from_(new)
+                .where("_ivm_rescan")
+            )
+            wanted = exp.Exists(
+                this=exp.select("1")
+                .from_(exp.paren(rescan_keys).as_("_ivm_n"))
+                .where(
+                    null_safe_match(
+                        [col(f"_ivm_k{i}", "_ivm_n") for i in range(len(self.key_columns))],
+                        self.groups,
+                    )
+                )
+            )
+            terms = [
+                Term(from_=t.from_, joins=t.joins, where=t.where, guards=(guard.copy(),)).filtered(wanted)
+                for t in self.block.state_terms(self.ctx, Version.NEW)
+            ]
+            recomputed = exp.select(*(col(c) for c in state_cols)).from_(
+                exp.paren(union_all([self._grouped_state(t) for t in terms])).as_("_ivm_s")
+            ).where(guard.copy())
+            statements.append(self.engine.create_temp(rescan, recomputed))
+            rows = exp.union(trusted, exp.select(*(col(c) for c in state_cols)).from_(rescan), distinct=False)
+        # (4) replace the affected groups
+        gone = exp.Exists(
+            this=exp.select("1")
+            .from_(exp.to_table(new).as_("n"))
+            .where(null_safe_match([col(k, "n") for k in unique_keys], [col(k, "_ivm_t") for k in unique_keys]))
+        )
+        statements.append(f"DELETE FROM {self.mv} AS _ivm_t WHERE {gone.sql(dialect)}")
+        statements.append(self._insert(self._finish(rows, keep_empty=self.is_global)))
+        return statements

@@ -1,0 +1,1 @@
+"""Test and benchmark support: DuckLake catalogs, TPC-H data and reproducible change workloads."""

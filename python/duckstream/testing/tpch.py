@@ -1,0 +1,360 @@
+"""TPC-H data, queries and reproducible change workloads on a DuckLake catalog.
+
+The workloads give tests and benchmarks realistic change batches: each applies one committed
+DuckLake snapshot of inserts, deletes or updates to the TPC-H tables. Randomness comes from a
+seed drawn from the caller's ``random.Random`` and is evaluated in SQL as ``hash(seed, ...)``,
+so a batch is the same on every run (and independent of DuckDB's thread scheduling) while the
+work stays set-based and fast at scale factor 1.
+
+Query texts keep unqualified table names: run them after ``USE <catalog>.<schema>``, which is
+also how the compiler resolves them.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
+
+import duckdb
+import sqlglot
+
+from duckstream.testing.ducklake import load_extension, quote
+
+TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
+
+Counts = dict[str, dict[str, int]]
+Workload = Callable[..., Counts]
+
+_GEN_CATALOG = "__duckstream_tpch_gen"
+
+
+def load_tpch(
+    con: duckdb.DuckDBPyConnection, catalog: str, scale_factor: float, schema: str = "main"
+) -> None:
+    """Generate TPC-H at ``scale_factor`` and copy its 8 tables into ``catalog.schema``.
+
+    dbgen writes into a scratch in-memory catalog; the copy is one DuckLake commit. dbgen is
+    single-threaded (about 20 s at SF1; concurrent dbgen calls crash), so for large scale
+    factors copy a loaded lake directory instead of reloading (see ``attach_ducklake``).
+    """
+    load_extension(con, "tpch")
+    con.execute(f"ATTACH ':memory:' AS {quote(_GEN_CATALOG)}")
+    try:
+        con.execute("CALL dbgen(sf = ?, catalog = ?)", [scale_factor, _GEN_CATALOG])
+        with _transaction(con):
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(catalog)}.{quote(schema)}")
+            for table in TABLES:
+                con.execute(
+                    f"CREATE TABLE {quote(catalog)}.{quote(schema)}.{table} AS "
+                    f"SELECT * FROM {quote(_GEN_CATALOG)}.main.{table}"
+                )
+    finally:
+        con.execute(f"DETACH {quote(_GEN_CATALOG)}")
+
+
+@functools.cache
+def _query_texts() -> dict[int, str]:
+    with duckdb.connect() as con:
+        load_extension(con, "tpch")
+        return dict(con.execute("SELECT query_nr, query FROM tpch_queries()").fetchall())
+
+
+@functools.cache
+def tpch_query(n: int) -> str:
+    """TPC-H query ``n`` (1-22) as DuckDB's tpch extension prints it, minus top ORDER BY/LIMIT.
+
+    A maintained view is a bag, so the final ordering and row limit are dropped.
+    """
+    tree = sqlglot.parse_one(_query_texts()[n], dialect="duckdb")
+    tree.set("order", None)
+    tree.set("limit", None)
+    return tree.sql(dialect="duckdb", pretty=True)
+
+
+@contextmanager
+def _transaction(con: duckdb.DuckDBPyConnection) -> Generator[None]:
+    con.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def _tables(catalog: str, schema: str) -> dict[str, str]:
+    return {t: f"{quote(catalog)}.{quote(schema)}.{t}" for t in TABLES}
+
+
+def _scalar(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    row = con.execute(sql).fetchone()
+    assert row is not None
+    return int(row[0] or 0)
+
+
+def _how_many(con: duckdb.DuckDBPyConnection, table: str, fraction: float) -> int:
+    """Rows a batch touches: ``fraction`` of the table, at least one unless fraction is 0."""
+    if fraction <= 0:
+        return 0
+    return max(1, round(fraction * _scalar(con, f"SELECT count(*) FROM {table}")))
+
+
+def _counts(table: str, inserted: int = 0, deleted: int = 0, updated: int = 0) -> Counts:
+    return {table: {"inserted": inserted, "deleted": deleted, "updated": updated}}
+
+
+def _merge(*parts: Counts) -> Counts:
+    out: Counts = {}
+    for part in parts:
+        for table, counts in part.items():
+            slot = out.setdefault(table, {"inserted": 0, "deleted": 0, "updated": 0})
+            for key, value in counts.items():
+                slot[key] += value
+    return out
+
+
+# New lineitems for orders base+1 .. base+n. Each order gets 1-7 lines; (partkey, suppkey) pairs
+# are drawn from partsupp and prices from the part's retail price, dates follow the TPC-H spec
+# (order dates 1992-01-01 .. 1998-08-02, "current date" 1995-06-17 for flags/status).
+_APPEND_LINEITEM = """
+INSERT INTO {lineitem}
+WITH o AS (
+    SELECT {base} + i AS ok,
+        DATE '1992-01-01' + CAST(hash({s}, 'od', {base} + i) % 2406 AS INT) AS od
+    FROM range(1, {n} + 1) r(i)
+), l AS (
+    SELECT ok, od, ln, CAST(hash({s}, 'line', ok, ln) >> 1 AS BIGINT) AS h,
+        hash({s}, 'ps', ok, ln) % (SELECT count(*) FROM {partsupp}) AS psn,
+        od + CAST(1 + hash({s}, 'ship', ok, ln) % 121 AS INT) AS ship
+    FROM o, range(1, 8) g(ln)
+    WHERE ln <= 1 + hash({s}, 'lines', ok) % 7
+), ps AS (
+    SELECT ps_partkey, ps_suppkey, row_number() OVER (ORDER BY ps_partkey, ps_suppkey) - 1 AS psn
+    FROM {partsupp}
+)
+SELECT ok, ps_partkey, ps_suppkey, ln,
+    CAST(1 + h % 50 AS DECIMAL(15, 2)),
+    CAST((1 + h % 50) * p_retailprice AS DECIMAL(15, 2)),
+    CAST((h // 50 % 11) / 100 AS DECIMAL(15, 2)),
+    CAST((h // 550 % 9) / 100 AS DECIMAL(15, 2)),
+    CASE WHEN ship + CAST(1 + h // 4950 % 30 AS INT) > DATE '1995-06-17' THEN 'N'
+        WHEN h // 148500 % 2 = 0 THEN 'R' ELSE 'A' END,
+    CASE WHEN ship > DATE '1995-06-17' THEN 'O' ELSE 'F' END,
+    ship,
+    od + CAST(30 + h // 297000 % 61 AS INT),
+    ship + CAST(1 + h // 4950 % 30 AS INT),
+    ['DELIVER IN PERSON', 'COLLECT COD', 'NONE', 'TAKE BACK RETURN'][1 + h // 18117000 % 4],
+    ['REG AIR', 'AIR', 'RAIL', 'SHIP', 'TRUCK', 'MAIL', 'FOB'][1 + h // 72468000 % 7],
+    'duckstream appended line'
+FROM l JOIN ps USING (psn) JOIN {part} ON p_partkey = ps_partkey
+"""
+
+# Orders for the lines just inserted (read back inside the same transaction), with a customer
+# drawn from the customer table and status/total price consistent with the lines.
+_APPEND_ORDERS = """
+INSERT INTO {orders}
+WITH c AS (
+    SELECT c_custkey, row_number() OVER (ORDER BY c_custkey) - 1 AS cn FROM {customer}
+), l AS (
+    SELECT l_orderkey AS ok, CAST(hash({s}, 'order', l_orderkey) >> 1 AS BIGINT) AS h,
+        hash({s}, 'cust', l_orderkey) % (SELECT count(*) FROM {customer}) AS cn,
+        CASE WHEN bool_and(l_linestatus = 'F') THEN 'F'
+            WHEN bool_and(l_linestatus = 'O') THEN 'O' ELSE 'P' END AS status,
+        sum(l_extendedprice * (1 + l_tax) * (1 - l_discount)) AS total
+    FROM {lineitem} WHERE l_orderkey > {base}
+    GROUP BY l_orderkey
+)
+SELECT ok, c_custkey, status, CAST(total AS DECIMAL(15, 2)),
+    DATE '1992-01-01' + CAST(hash({s}, 'od', ok) % 2406 AS INT),
+    ['1-URGENT', '2-HIGH', '3-MEDIUM', '4-NOT SPECIFIED', '5-LOW'][1 + h % 5],
+    'Clerk#' || lpad(CAST(1 + h // 5 % {clerks} AS VARCHAR), 9, '0'),
+    0,
+    CASE WHEN h // 5000 % 10 = 0 THEN 'duckstream special requests' ELSE 'duckstream order' END
+FROM l JOIN c USING (cn)
+"""
+
+
+def _append(
+    con: duckdb.DuckDBPyConnection, t: dict[str, str], seed: int, n: int, base: int
+) -> Counts:
+    """Insert ``n`` orders with keys ``base+1 .. base+n`` and their lineitems."""
+    if n == 0:
+        return _merge(_counts("orders"), _counts("lineitem"))
+    clerks = max(1, _scalar(con, f"SELECT count(*) FROM {t['supplier']}") // 10)
+    fill = {**t, "s": seed, "n": n, "base": base, "clerks": clerks}
+    lines = _scalar(con, _APPEND_LINEITEM.format(**fill))
+    orders = _scalar(con, _APPEND_ORDERS.format(**fill))
+    return _merge(_counts("orders", inserted=orders), _counts("lineitem", inserted=lines))
+
+
+def _delete(con: duckdb.DuckDBPyConnection, t: dict[str, str], seed: int, n: int) -> Counts:
+    """Delete ``n`` pseudo-randomly chosen orders and all their lineitems (lines first)."""
+    keys = f"SELECT o_orderkey FROM {t['orders']} ORDER BY hash({seed}, o_orderkey) LIMIT {n}"
+    lines = _scalar(con, f"DELETE FROM {t['lineitem']} WHERE l_orderkey IN ({keys})")
+    orders = _scalar(con, f"DELETE FROM {t['orders']} WHERE o_orderkey IN ({keys})")
+    return _merge(_counts("orders", deleted=orders), _counts("lineitem", deleted=lines))
+
+
+def append(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    rng: random.Random,
+    fraction: float,
+    schema: str = "main",
+) -> Counts:
+    """Insert ``fraction`` x |orders| new orders (keys above the current max), 1-7 lines each."""
+    t = _tables(catalog, schema)
+    with _transaction(con):
+        n = _how_many(con, t["orders"], fraction)
+        base = _scalar(con, f"SELECT max(o_orderkey) FROM {t['orders']}")
+        return _append(con, t, rng.getrandbits(32), n, base)
+
+
+def delete_orders(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    rng: random.Random,
+    fraction: float,
+    schema: str = "main",
+) -> Counts:
+    """Delete ``fraction`` of the orders together with all their lineitems."""
+    t = _tables(catalog, schema)
+    with _transaction(con):
+        return _delete(con, t, rng.getrandbits(32), _how_many(con, t["orders"], fraction))
+
+
+def mixed(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    rng: random.Random,
+    fraction: float,
+    schema: str = "main",
+) -> Counts:
+    """Delete ``fraction`` of the orders and append as many new ones, in one snapshot.
+
+    New keys start above the max before the delete, so no deleted key is reused.
+    """
+    t = _tables(catalog, schema)
+    delete_seed, append_seed = rng.getrandbits(32), rng.getrandbits(32)
+    with _transaction(con):
+        n = _how_many(con, t["orders"], fraction)
+        base = _scalar(con, f"SELECT max(o_orderkey) FROM {t['orders']}")
+        deleted = _delete(con, t, delete_seed, n)
+        return _merge(deleted, _append(con, t, append_seed, n, base))
+
+
+def large(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    rng: random.Random,
+    fraction: float = 0.05,
+    schema: str = "main",
+) -> Counts:
+    """A large ``mixed`` batch: 5% of the orders replaced (``fraction`` is ignored)."""
+    return mixed(con, catalog, rng, 0.05, schema=schema)
+
+
+_UPDATE_LINEITEM = """
+UPDATE {lineitem} SET
+    l_quantity = CAST(1 + h % 50 AS DECIMAL(15, 2)),
+    l_extendedprice = CAST(l_extendedprice / l_quantity * (1 + h % 50) AS DECIMAL(15, 2)),
+    l_discount = CAST((h // 50 % 11) / 100 AS DECIMAL(15, 2)),
+    l_shipdate = CASE WHEN h // 550 % 3 = 0
+        THEN l_shipdate + CAST(h // 1650 % 61 - 30 AS INT) ELSE l_shipdate END,
+    l_returnflag = CASE WHEN h // 100650 % 4 = 0
+        THEN ['R', 'A', 'N'][1 + h // 402600 % 3] ELSE l_returnflag END
+FROM (
+    SELECT l_orderkey AS k, l_linenumber AS ln,
+        CAST(hash({s}, l_orderkey, l_linenumber) >> 1 AS BIGINT) AS h
+    FROM {lineitem}
+    ORDER BY hash({s}, 'pick', l_orderkey, l_linenumber) LIMIT {n}
+) pick
+WHERE l_orderkey = pick.k AND l_linenumber = pick.ln
+"""
+
+
+def update_lineitem(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    rng: random.Random,
+    fraction: float,
+    schema: str = "main",
+) -> Counts:
+    """Update ``fraction`` of the lineitems: quantity/price/discount, sometimes ship date/flag."""
+    t = _tables(catalog, schema)
+    seed = rng.getrandbits(32)
+    with _transaction(con):
+        n = _how_many(con, t["lineitem"], fraction)
+        updated = _scalar(con, _UPDATE_LINEITEM.format(**t, s=seed, n=n)) if n else 0
+    return _counts("lineitem", updated=updated)
+
+
+def _pick(table: str, key: str, seed: int, n: int) -> str:
+    return f"SELECT {key} FROM {table} ORDER BY hash({seed}, {key}) LIMIT {n}"
+
+
+def _domain(table: str, column: str) -> str:
+    return f"(SELECT list(DISTINCT {column} ORDER BY {column}) FROM {table})"
+
+
+def _choose(domain: str, seed: int, tag: str, key: str) -> str:
+    """SQL picking one value of a domain list per row, from a hash of the row key."""
+    return f"{domain}[1 + CAST(hash({seed}, '{tag}', {key}) % len({domain}) AS BIGINT)]"
+
+
+def update_dimensions(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    rng: random.Random,
+    fraction: float,
+    schema: str = "main",
+) -> Counts:
+    """Update ``fraction`` of customer, part, supplier and partsupp rows (at least one each).
+
+    New values come from each column's existing domain (segments, nations, types, brands,
+    containers, sizes), so TPC-H predicates such as ``c_mktsegment = 'BUILDING'`` flip.
+    """
+    t = _tables(catalog, schema)
+    s = rng.getrandbits(32)
+    nations = _domain(t["nation"], "n_nationkey")
+    c, p, su, ps = t["customer"], t["part"], t["supplier"], t["partsupp"]
+    with _transaction(con):
+        n = {name: _how_many(con, t[name], fraction) for name in ("customer", "part", "supplier")}
+        n_ps = _how_many(con, ps, fraction)
+        statements = {
+            "customer": f"""UPDATE {c} SET
+                c_mktsegment = {_choose(_domain(c, "c_mktsegment"), s, "seg", "c_custkey")},
+                c_nationkey = {_choose(nations, s, "nat", "c_custkey")},
+                c_acctbal = CAST((CAST(hash({s}, 'bal', c_custkey) % 1100000 AS INT) - 100000)
+                    / 100 AS DECIMAL(15, 2))
+                WHERE c_custkey IN ({_pick(c, "c_custkey", s, n["customer"])})""",
+            "part": f"""UPDATE {p} SET
+                p_type = {_choose(_domain(p, "p_type"), s, "type", "p_partkey")},
+                p_brand = {_choose(_domain(p, "p_brand"), s, "brand", "p_partkey")},
+                p_container = {_choose(_domain(p, "p_container"), s, "cont", "p_partkey")},
+                p_size = CAST(1 + hash({s}, 'size', p_partkey) % 50 AS INT)
+                WHERE p_partkey IN ({_pick(p, "p_partkey", s, n["part"])})""",
+            "supplier": f"""UPDATE {su} SET
+                s_nationkey = {_choose(nations, s, "nat", "s_suppkey")}
+                WHERE s_suppkey IN ({_pick(su, "s_suppkey", s, n["supplier"])})""",
+            "partsupp": f"""UPDATE {ps} SET
+                ps_supplycost = CAST((100 + hash({s}, 'cost', ps_partkey, ps_suppkey) % 99901) / 100
+                    AS DECIMAL(15, 2)),
+                ps_availqty = CAST(1 + hash({s}, 'qty', ps_partkey, ps_suppkey) % 9999 AS INT)
+                FROM (SELECT ps_partkey AS pk, ps_suppkey AS sk FROM {ps}
+                    ORDER BY hash({s}, ps_partkey, ps_suppkey) LIMIT {n_ps}) pick
+                WHERE ps_partkey = pick.pk AND ps_suppkey = pick.sk""",
+        }
+        return _merge(*(_counts(k, updated=_scalar(con, sql)) for k, sql in statements.items()))
+
+
+WORKLOADS: dict[str, Workload] = {
+    "append": append,
+    "delete_orders": delete_orders,
+    "mixed": mixed,
+    "update_lineitem": update_lineitem,
+    "update_dimensions": update_dimensions,
+    "large": large,
+}

@@ -1,0 +1,1 @@
+"""The operator tree: each relational operator owns its delta rule (one module each)."""

@@ -1,0 +1,117 @@
+"""Aggregate (GROUP BY / HAVING) inside a view, e.g. a derived table that is then filtered.
+
+Delta rule, over the groups G that the input's delta touches:
+
+    Δ(γ_G(R)) = γ_G(R_new ⋉ affected)  -  γ_G(R_old ⋉ affected)
+
+i.e. the affected groups recomputed at the end snapshot (+1) and at the cursor (-1): exact for
+every aggregate function, and cheap when few groups change. A view whose top operator is the
+aggregate does better: it keeps per-group running state in the materialized table
+(``duckstream.sinks.grouped``) and only rescans groups it cannot update from the delta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from duckstream.engines.base import MULT, Source, Version
+from duckstream.tree.base import Block, Context, Relation, Term, union_all
+
+
+def null_safe_match(left: list[exp.Expression], right: list[exp.Expression]) -> exp.Expression:
+    """``l1 IS NOT DISTINCT FROM r1 AND ...`` (TRUE for no columns): NULL keys match NULL."""
+    if not left:
+        return exp.true()
+    return exp.and_(
+        *(exp.NullSafeEQ(this=a.copy(), expression=b.copy()) for a, b in zip(left, right, strict=True))
+    )
+
+
+def group_key_names(count: int) -> list[str]:
+    return [f"_ivm_g{i}" for i in range(count)]
+
+
+def affected_groups(ctx: Context, block: Block, groups: list[exp.Expression]) -> exp.Query:
+    """The distinct group keys of the input's delta rows (``_ivm_g0`` ...), or one row when the
+    aggregate has no GROUP BY and anything changed."""
+    names = group_key_names(len(groups))
+    terms = block.delta_terms(ctx)
+    if groups:
+        query = union_all([t.select(*(exp.alias_(g, n) for g, n in zip(groups, names, strict=True))) for t in terms])
+    else:
+        query = union_all([t.select(exp.alias_(exp.Literal.number(1), "_ivm_one")) for t in terms])
+    return exp.select(*(names or ["_ivm_one"])).distinct().from_(exp.paren(query).as_("_ivm_delta"))
+
+
+def restrict_to(term: Term, affected: str, groups: list[exp.Expression]) -> Term:
+    """Keep only the rows of ``term`` whose group is in the CTE ``affected``."""
+    keys = [exp.column(n, table="_ivm_a") for n in group_key_names(len(groups))]
+    exists = exp.Exists(
+        this=exp.select("1")
+        .from_(exp.to_table(affected).as_("_ivm_a"))
+        .where(null_safe_match(keys, groups))
+    )
+    return term.filtered(exists)
+
+
+def regroup_delta(
+    ctx: Context,
+    block: Block,
+    groups: list[exp.Expression],
+    close: Callable[[Term], exp.Select],
+) -> exp.Query:
+    """The state-diff delta of an operator that groups ``block`` by ``groups``.
+
+    ``close(term) -> Select`` turns a term into the operator's query (select list, GROUP BY,
+    HAVING); the result adds ``_ivm_mult`` +1 for the new state and -1 for the old one.
+    """
+    ctx.counter += 1
+    affected = f"_ivm_affected_{ctx.counter}"
+    guard = exp.paren(exp.or_(*(ctx.engine.changed(s) for s in block.sources())))
+    parts = []
+    for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
+        for term in block.state_terms(ctx, version):
+            restricted = restrict_to(term, affected, groups)
+            restricted = Term(
+                from_=restricted.from_,
+                joins=restricted.joins,
+                where=restricted.where,
+                guards=(guard,),
+            )
+            closed = close(restricted)
+            mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
+            parts.append(exp.select("*", exp.alias_(mult, MULT)).from_(exp.paren(closed).as_("_ivm_g")))
+    query = union_all(parts)
+    return query.with_(affected, as_=affected_groups(ctx, block, groups))  # type: ignore[attr-defined]
+
+
+@dataclass
+class Aggregate(Relation):
+    input: Block
+    groups: list[exp.Expression]
+    items: list[exp.Expression]
+    names: list[str]
+    having: exp.Expression | None = None
+
+    def sources(self) -> list[Source]:
+        return self.input.sources()
+
+    def columns(self) -> list[str]:
+        return list(self.names)
+
+    def _close(self, term: Term) -> exp.Select:
+        query = term.select(*self.items)
+        if self.groups:
+            query = query.group_by(*(g.copy() for g in self.groups))
+        if self.having is not None:
+            query = query.having(self.having.copy())
+        return query
+
+    def state(self, ctx: Context, version: Version) -> exp.Query:
+        return union_all([self._close(t) for t in self.input.state_terms(ctx, version)])
+
+    def delta(self, ctx: Context) -> exp.Query:
+        return regroup_delta(ctx, self.input, self.groups, self._close)

@@ -1,0 +1,130 @@
+"""What every operator shares: terms (open SELECT blocks) and closed relations.
+
+A *term* is one SELECT block not yet given its select list: the FROM/JOIN tree with each leaf
+replaced by a relation (a source's old or new state, or its changes), the WHERE conjuncts, the
+multiplicity of its rows (``None`` for a state, where every row counts once) and run-time
+guards (constants of one refresh that must hold for the term to have rows; a false guard lets
+the engine skip the term without reading anything). Joins and filters produce terms; project
+and aggregate close them into queries with named columns.
+
+Keeping the user's FROM tree and aliases intact means column references resolve exactly as in
+the view itself, whether or not they are qualified, without knowing the source schemas.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+
+from sqlglot import exp
+
+from duckstream.engines.base import MULT, Engine, Source, Version
+
+
+@dataclass(frozen=True)
+class Term:
+    """One SELECT block of a delta or a state, without its select list."""
+
+    from_: exp.Expression
+    joins: tuple[exp.Join, ...] = ()
+    where: tuple[exp.Expression, ...] = ()
+    mult: exp.Expression | None = None
+    guards: tuple[exp.Expression, ...] = ()
+
+    def filtered(self, *predicates: exp.Expression) -> Term:
+        return replace(self, where=self.where + tuple(p.copy() for p in predicates))
+
+    def multiplicity(self) -> exp.Expression:
+        """The signed count each row of this term stands for."""
+        if self.mult is None:
+            return exp.cast(exp.Literal.number(1), exp.DataType.build("bigint"))
+        return self.mult.copy()
+
+    def select(self, *items: exp.Expression) -> exp.Select:
+        """``SELECT items FROM ... WHERE ...`` for this term."""
+        query = exp.Select(expressions=[i.copy() for i in items])
+        query.set("from_", exp.From(this=self.from_.copy()))
+        if self.joins:
+            query.set("joins", [j.copy() for j in self.joins])
+        conditions = [c.copy() for c in self.guards + self.where]
+        if conditions:
+            query.set("where", exp.Where(this=exp.and_(*conditions)))
+        return query
+
+
+def union_all(queries: list[exp.Select]) -> exp.Query:
+    """``q1 UNION ALL q2 ...``; an empty list is not allowed."""
+    assert queries, "union of no queries"
+    result: exp.Query = queries[0]
+    for query in queries[1:]:
+        result = exp.union(result, query, distinct=False)
+    return result
+
+
+@dataclass
+class Context:
+    """What operators need while generating SQL for one view."""
+
+    engine: Engine
+    features: set[str] = field(default_factory=set)
+    counter: int = 0  # numbers the CTEs of nested operators
+
+
+class Leaf(ABC):
+    """Something that stands in a FROM clause under an alias: a source table or a subquery."""
+
+    alias: str
+
+    @abstractmethod
+    def sources(self) -> list[Source]: ...
+
+    @abstractmethod
+    def state(self, ctx: Context, version: Version) -> exp.Expression:
+        """An aliased relation: the leaf at ``version``."""
+
+    @abstractmethod
+    def delta(self, ctx: Context) -> tuple[exp.Expression, exp.Expression]:
+        """An aliased relation of the leaf's changes, and the expression of their multiplicity."""
+
+
+class Block(ABC):
+    """An operator that produces terms (join, filter): an open SELECT block."""
+
+    @abstractmethod
+    def sources(self) -> list[Source]: ...
+
+    @abstractmethod
+    def state_terms(self, ctx: Context, version: Version) -> list[Term]: ...
+
+    @abstractmethod
+    def delta_terms(self, ctx: Context) -> list[Term]: ...
+
+
+class Relation(ABC):
+    """An operator that produces a query with named columns (project, aggregate)."""
+
+    @abstractmethod
+    def sources(self) -> list[Source]: ...
+
+    @abstractmethod
+    def columns(self) -> list[str]: ...
+
+    @abstractmethod
+    def state(self, ctx: Context, version: Version) -> exp.Query:
+        """The relation at ``version``."""
+
+    @abstractmethod
+    def delta(self, ctx: Context) -> exp.Query:
+        """The relation's changes: its columns plus ``_ivm_mult``, not netted."""
+
+
+def mult_column(alias: str) -> exp.Column:
+    return exp.column(MULT, table=alias)
+
+
+def aliased(query: exp.Expression, alias: exp.TableAlias | str) -> exp.Subquery:
+    """``(query) AS alias``, keeping a column list if the user's alias had one."""
+    table_alias = alias.copy() if isinstance(alias, exp.TableAlias) else exp.TableAlias(
+        this=exp.to_identifier(alias)
+    )
+    return exp.Subquery(this=query, alias=table_alias)

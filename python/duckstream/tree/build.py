@@ -1,0 +1,123 @@
+"""Build the operator tree of a normalized SELECT, bottom-up.
+
+A SELECT block becomes Join (its FROM leaves) -> Filter (WHERE) -> Project / Distinct /
+Aggregate; a subquery in FROM becomes a Derived leaf over its own tree. The top of the view
+is not built here: the compiler hands its block to a sink (see ``duckstream.sinks``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from duckstream.engines.base import Source
+from duckstream.errors import UnsupportedSQLError
+from duckstream.tree.aggregate import Aggregate
+from duckstream.tree.base import Block, Context, Leaf, Relation
+from duckstream.tree.derived import Derived
+from duckstream.tree.distinct import Distinct
+from duckstream.tree.filter import Filter
+from duckstream.tree.join import Join
+from duckstream.tree.project import Project
+from duckstream.tree.scan import Scan
+
+ResolveTable = Callable[[exp.Table], Source]
+
+
+@dataclass
+class SelectParts:
+    """A SELECT split into what the operators need."""
+
+    block: Block
+    items: list[exp.Expression]
+    names: list[str]
+    groups: list[exp.Expression]
+    having: exp.Expression | None
+    distinct: bool
+
+    @property
+    def aggregated(self) -> bool:
+        return bool(self.groups) or any(i.find(exp.AggFunc) for i in self.items)
+
+
+def output_name(item: exp.Expression) -> str:
+    """The column name a select item produces."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column):
+        return item.name
+    return item.sql()
+
+
+def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> SelectParts:
+    from_ = select.args["from_"].this.copy()
+    joins = tuple(j.copy() for j in select.args.get("joins") or [])
+    leaves: list[Leaf] = []
+
+    def placeholder(node: exp.Expression) -> exp.Expression:
+        """Replace a FROM item by ``:i`` and remember its leaf."""
+        alias = node.args.get("alias")
+        if isinstance(node, exp.Table):
+            alias = alias or exp.TableAlias(this=exp.to_identifier(node.name))
+            leaves.append(Scan(resolve(node), alias))
+        elif isinstance(node, exp.Subquery) and isinstance(node.this, exp.Select):
+            if alias is None:
+                raise UnsupportedSQLError("derived_table", "a subquery in FROM needs an alias")
+            ctx.features.add("derived_table")
+            leaves.append(Derived(build_relation(node.this, ctx, resolve), alias))
+        else:
+            raise UnsupportedSQLError(
+                "from_item", f"only tables and subqueries may stand in FROM: `{node.sql()}`"
+            )
+        return exp.Placeholder(this=str(len(leaves) - 1))
+
+    from_ = placeholder(from_)
+    new_joins = []
+    for join in joins:
+        join.set("this", placeholder(join.this))
+        new_joins.append(join)
+    block: Block = Join(exp.From(this=from_).this, tuple(new_joins), leaves)
+    if len(leaves) > 1:
+        ctx.features.add("join")
+        if len({s.fqn for s in block.sources()}) < len(block.sources()):
+            ctx.features.add("self_join")
+    where = select.args.get("where")
+    if where is not None:
+        ctx.features.add("filter")
+        block = Filter(block, where.this.copy())
+    items = [i.copy() for i in select.expressions]
+    names = [output_name(i) for i in items]
+    if len(set(n.lower() for n in names)) < len(names):
+        raise UnsupportedSQLError(
+            "duplicate_column", f"output columns must have distinct names: {', '.join(names)}"
+        )
+    items = [i if isinstance(i, exp.Alias) else exp.alias_(i, n) for i, n in zip(items, names, strict=True)]
+    group = select.args.get("group")
+    groups = [g.copy() for g in group.expressions] if group else []
+    having = select.args.get("having")
+    return SelectParts(
+        block=block,
+        items=items,
+        names=names,
+        groups=groups,
+        having=having.this.copy() if having else None,
+        distinct=bool(select.args.get("distinct")),
+    )
+
+
+def build_relation(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Relation:
+    """The closed operator of a SELECT used inside the view (a derived table)."""
+    parts = split_select(select, ctx, resolve)
+    if parts.aggregated:
+        ctx.features.add("aggregate")
+        relation: Relation = Aggregate(parts.block, parts.groups, parts.items, parts.names, parts.having)
+        if parts.distinct:
+            raise UnsupportedSQLError("distinct_aggregate", "SELECT DISTINCT over GROUP BY in a subquery")
+        return relation
+    if parts.distinct:
+        ctx.features.add("distinct")
+        return Distinct(parts.block, parts.items, parts.names)
+    ctx.features.add("project")
+    return Project(parts.block, parts.items, parts.names)

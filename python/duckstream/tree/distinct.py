@@ -1,0 +1,42 @@
+"""SELECT DISTINCT inside a view (a derived table).
+
+Delta rule: a row is in ``δ(R)`` while its count in R is positive, so
+
+    Δ(δ(R)) = δ(R_new ⋉ affected) - δ(R_old ⋉ affected)
+
+over the rows the input's delta touches (the same state diff as an inner aggregate). At the
+top of a view, DISTINCT is a GROUP BY of every column with a hidden row count instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from duckstream.engines.base import Source, Version
+from duckstream.tree.aggregate import regroup_delta
+from duckstream.tree.base import Block, Context, Relation, Term, union_all
+
+
+@dataclass
+class Distinct(Relation):
+    input: Block
+    items: list[exp.Expression]
+    names: list[str]
+
+    def sources(self) -> list[Source]:
+        return self.input.sources()
+
+    def columns(self) -> list[str]:
+        return list(self.names)
+
+    def _close(self, term: Term) -> exp.Select:
+        return term.select(*self.items).distinct()
+
+    def state(self, ctx: Context, version: Version) -> exp.Query:
+        return union_all([self._close(t) for t in self.input.state_terms(ctx, version)])
+
+    def delta(self, ctx: Context) -> exp.Query:
+        groups = [i.unalias() if isinstance(i, exp.Alias) else i for i in self.items]
+        return regroup_delta(ctx, self.input, groups, self._close)

@@ -1,0 +1,30 @@
+"""Filter: the WHERE clause of a SELECT block.
+
+Delta rule: ``Δ(σ_p(R)) = σ_p(ΔR)`` -- the predicate is applied to every delta term as it is
+to the state. An update that moves a row across the predicate arrives as -old and +new and
+each side is filtered on its own values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from duckstream.engines.base import Source, Version
+from duckstream.tree.base import Block, Context, Term
+
+
+@dataclass
+class Filter(Block):
+    input: Block
+    predicate: exp.Expression
+
+    def sources(self) -> list[Source]:
+        return self.input.sources()
+
+    def state_terms(self, ctx: Context, version: Version) -> list[Term]:
+        return [t.filtered(self.predicate) for t in self.input.state_terms(ctx, version)]
+
+    def delta_terms(self, ctx: Context) -> list[Term]:
+        return [t.filtered(self.predicate) for t in self.input.delta_terms(ctx)]

@@ -1,0 +1,39 @@
+"""Scan: a source table under an alias.
+
+Delta rule: ``Δ(scan R) = ΔR`` -- the rows of the source's change feed in the refresh
+window, +1 for each inserted row and -1 for each deleted one (an update is both). The feed is
+not netted here: every later rule is linear in it or nets by content itself, and leaving it
+raw lets the engine push the view's filters and columns into the change read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from duckstream.engines.base import Source, Version
+from duckstream.tree.base import Context, Leaf, aliased, mult_column
+
+
+@dataclass
+class Scan(Leaf):
+    source: Source
+    alias_node: exp.TableAlias
+
+    @property
+    def alias(self) -> str:  # type: ignore[override]
+        return self.alias_node.name
+
+    def sources(self) -> list[Source]:
+        return [self.source]
+
+    def state(self, ctx: Context, version: Version) -> exp.Expression:
+        if version is Version.CURRENT:
+            table = self.source.table()
+            table.set("alias", self.alias_node.copy())
+            return table
+        return aliased(ctx.engine.state(self.source, version), self.alias_node)
+
+    def delta(self, ctx: Context) -> tuple[exp.Expression, exp.Expression]:
+        return aliased(ctx.engine.changes(self.source), self.alias_node), mult_column(self.alias)
