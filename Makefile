@@ -1,0 +1,32 @@
+# duckstream: `make demo` and `make test` are all the set-up a fresh clone needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv test lint demo bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+lint: venv
+	$(BIN)/ruff check python tests bench
+	$(BIN)/ruff format --check python tests bench
+	$(BIN)/ty check python
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+demo: venv
+	$(BIN)/python -m duckstream.demo
+
+bench: venv
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) demo .pytest_cache .ruff_cache .hypothesis

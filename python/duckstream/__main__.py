@@ -1,0 +1,3 @@
+from duckstream.cli import main
+
+raise SystemExit(main())
