@@ -23,7 +23,9 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-profile = os.environ.get("HYPOTHESIS_PROFILE") or ("deep" if os.environ.get("DUCKSTREAM_DEEP") else "ci")
+profile = os.environ.get("HYPOTHESIS_PROFILE") or (
+    "deep" if os.environ.get("DUCKSTREAM_DEEP") else "ci"
+)
 settings.load_profile(profile)
 
 

@@ -34,9 +34,19 @@ ORDERS = TableSpec(
 )
 
 CYCLES = [
-    [[Insert("orders", ((5, "cy", 1, 1, "2024-01-04", False), (6, "ann", 2, 2, "2024-01-04", True)))]],
+    [
+        [
+            Insert(
+                "orders",
+                ((5, "cy", 1, 1, "2024-01-04", False), (6, "ann", 2, 2, "2024-01-04", True)),
+            )
+        ]
+    ],
     [[Delete("orders", "id = 1")], [Update("orders", "amount = amount + 1", "customer = 'bob'")]],
-    [[Delete("orders", "id = 4")], [Insert("orders", ((4, None, 7.25, None, "2024-01-03", True),))]],
+    [
+        [Delete("orders", "id = 4")],
+        [Insert("orders", ((4, None, 7.25, None, "2024-01-03", True),))],
+    ],
     [],  # an empty window
     [[Insert("orders", ((7, "dee", 3, 3, "2024-01-05", None),))], [Delete("orders", "id = 7")]],
     [[Update("orders", "customer = 'zed'", "id >= 5")], [Update("orders", "qty = NULL", "id = 6")]],
@@ -56,7 +66,8 @@ VIEWS = {
     "distinct": "SELECT DISTINCT customer, paid FROM orders",
     "group_by": (
         "SELECT customer, count(*) AS n, count(qty) AS nq, sum(amount) AS total,"
-        " avg(qty) AS avg_qty, min(amount) AS lo, max(day) AS last_day FROM orders GROUP BY customer"
+        " avg(qty) AS avg_qty, min(amount) AS lo, max(day) AS last_day"
+        " FROM orders GROUP BY customer"
     ),
     "group_by_expression": (
         "SELECT qty % 2 AS parity, sum(amount) AS total FROM orders GROUP BY qty % 2"
@@ -71,15 +82,16 @@ VIEWS = {
         "SELECT paid, count(DISTINCT customer) AS customers FROM orders GROUP BY paid"
     ),
     "filtered_aggregate": (
-        "SELECT customer, sum(amount) FILTER (WHERE paid) AS paid_total FROM orders GROUP BY customer"
+        "SELECT customer, sum(amount) FILTER (WHERE paid) AS paid_total FROM orders"
+        " GROUP BY customer"
     ),
     "aggregate_expression": (
         "SELECT customer, 100.0 * sum(CASE WHEN paid THEN amount ELSE 0 END) / sum(amount) AS pct,"
         " sum(qty) + count(*) AS mix FROM orders GROUP BY customer"
     ),
     "derived_table": (
-        "SELECT who, amount FROM (SELECT customer AS who, amount, qty FROM orders WHERE qty > 0) AS s"
-        " WHERE amount > 5"
+        "SELECT who, amount FROM (SELECT customer AS who, amount, qty FROM orders"
+        " WHERE qty > 0) AS s WHERE amount > 5"
     ),
     "derived_aggregate": (
         "SELECT customer, total FROM (SELECT customer, sum(amount) AS total FROM orders"

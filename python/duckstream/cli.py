@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n-- {step}")
         for statement in statements:
             try:
-                text = sqlglot.transpile(statement, read=args.dialect, write=args.dialect, pretty=True)[0]
+                text = sqlglot.transpile(
+                    statement, read=args.dialect, write=args.dialect, pretty=True
+                )[0]
             except sqlglot.errors.SqlglotError:
                 text = statement
             print(text + ";")

@@ -21,7 +21,7 @@ from duckstream.tree.base import Context
 from duckstream.tree.build import split_select
 
 
-def parse_view(view_sql: str, dialect: str) -> exp.Expression:
+def parse_view(view_sql: str, dialect: str) -> exp.Expr:
     """Parse exactly one statement, turning parser errors into :class:`ViewSQLError`."""
     try:
         statements = [s for s in sqlglot.parse(view_sql, dialect=dialect) if s is not None]
@@ -61,7 +61,12 @@ def compile_ivm(
     engine = engine_for(dialect)
     parsed = parse_view(view_sql, dialect)
     select = normalize(
-        parsed, dialect=dialect, catalog=mv_catalog, schema=mv_schema, sources=sources, columns=schema
+        parsed,
+        dialect=dialect,
+        catalog=mv_catalog,
+        schema=mv_schema,
+        sources=sources,
+        columns=schema,
     )
     found: dict[str, Source] = {}
 
@@ -108,7 +113,11 @@ def compile_ivm(
         + engine.commit()
     )
     maintain = (
-        engine.begin() + engine.pin_window() + sink.maintain() + engine.advance_cursors() + engine.commit()
+        engine.begin()
+        + engine.pin_window()
+        + sink.maintain()
+        + engine.advance_cursors()
+        + engine.commit()
     )
     return IVMPlan(
         view_sql=select.sql(dialect=dialect),

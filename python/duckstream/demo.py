@@ -12,8 +12,8 @@ from pathlib import Path
 
 from duckstream import compile_ivm
 from duckstream.runtime import refresh, setup
-from duckstream.testing.ducklake import connect_ducklake
 from duckstream.testing.differential import as_multiset
+from duckstream.testing.ducklake import connect_ducklake
 
 VIEW = """
 SELECT customer, count(*) AS orders, sum(amount) AS revenue, max(amount) AS largest

@@ -7,6 +7,7 @@ the table and cursors are exactly as before.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Protocol
 
 from duckstream.plan import IVMPlan
@@ -22,10 +23,8 @@ def run_statements(con: Connection, statements: list[str]) -> None:
         for statement in statements:
             con.execute(statement)
     except Exception:
-        try:
+        with contextlib.suppress(Exception):  # no transaction was open
             con.execute("ROLLBACK")
-        except Exception:  # no transaction was open
-            pass
         raise
 
 

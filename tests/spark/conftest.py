@@ -24,7 +24,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         pytest.skip("Spark needs Java")
     from duckstream.spark import local_session
 
-    session = local_session(str(tmp_path_factory.mktemp("warehouse")), cores=2)
+    session = local_session(str(tmp_path_factory.mktemp("warehouse")))
     session.sql("CREATE NAMESPACE IF NOT EXISTS db")
     yield session
     session.stop()

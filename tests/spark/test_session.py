@@ -1,4 +1,4 @@
-"""The offline Spark + Iceberg session: DML, time travel, snapshots, change feed, commit metadata."""
+"""The offline Spark + Iceberg session: DML, time travel, change feed, commit metadata."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def changelog(spark, view: str, start: int, end: int, extra: str = "") -> list[t
         f"CALL lake.system.create_changelog_view(table => 'db.t', options => {options}, "
         f"changelog_view => '{view}'{extra})"
     )
-    return rows(spark, f"SELECT id, v, _change_type FROM {view} ORDER BY _change_ordinal, id, _change_type")
+    order = "_change_ordinal, id, _change_type"
+    return rows(spark, f"SELECT id, v, _change_type FROM {view} ORDER BY {order}")
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +65,9 @@ def test_relocated_jackson_is_complete() -> None:
 
 
 def test_user_provided_runtime_builds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    packages = {"spark.jars.packages": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"}
-    conf = session_conf("wh", extra_conf=packages)
-    assert "spark.jars" not in conf and conf["spark.jars.packages"] == packages["spark.jars.packages"]
+    package = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+    conf = session_conf("wh", extra_conf={"spark.jars.packages": package})
+    assert "spark.jars" not in conf and conf["spark.jars.packages"] == package
     monkeypatch.setenv(JARS_ENV, "/opt/a.jar,/opt/b.jar")
     assert session_conf("wh")["spark.jars"] == "/opt/a.jar,/opt/b.jar"
     assert session_conf("wh")["spark.sql.catalog.lake.warehouse"] == str(Path("wh").resolve())

@@ -82,28 +82,28 @@ class Engine(ABC):
 
     # -- relations -------------------------------------------------------------------------
     @abstractmethod
-    def state(self, source: Source, version: Version) -> exp.Expression:
+    def state(self, source: Source, version: Version) -> exp.Expr:
         """A query reading every column of ``source`` at ``version``."""
 
     @abstractmethod
-    def changes(self, source: Source) -> exp.Expression:
+    def changes(self, source: Source) -> exp.Expr:
         """A query of the source's changes in the window: its columns plus ``_ivm_mult``
         (+1 inserted, -1 deleted; an update is both; not netted)."""
 
     @abstractmethod
-    def changed(self, source: Source) -> exp.Expression:
+    def changed(self, source: Source) -> exp.Expr:
         """A boolean, constant during one refresh: did ``source`` change in the window?"""
 
     @abstractmethod
-    def any_changed(self) -> exp.Expression:
+    def any_changed(self) -> exp.Expr:
         """A boolean, constant during one refresh: did any source change?"""
 
     @abstractmethod
-    def runtime_value(self, name: str) -> exp.Expression:
+    def runtime_value(self, name: str) -> exp.Expr:
         """A scalar computed earlier in the same refresh by :meth:`set_runtime_value`."""
 
     @abstractmethod
-    def set_runtime_value(self, name: str, query: exp.Expression) -> str:
+    def set_runtime_value(self, name: str, query: exp.Expr) -> str:
         """A statement storing the single value of ``query`` for :meth:`runtime_value`."""
 
     # -- statements ------------------------------------------------------------------------
@@ -132,21 +132,21 @@ class Engine(ABC):
     def advance_cursors(self) -> list[str]: ...
 
     @abstractmethod
-    def create_temp(self, name: str, query: exp.Expression) -> str:
+    def create_temp(self, name: str, query: exp.Expr) -> str:
         """A statement materializing ``query`` as a temporary table ``name``."""
 
     @abstractmethod
     def temp_table(self, name: str) -> exp.Table: ...
 
     @abstractmethod
-    def copies(self, mult: exp.Expression) -> exp.Expression:
+    def copies(self, mult: exp.Expr) -> exp.Expr:
         """A select-list expression that repeats its row ``mult`` times."""
 
     @abstractmethod
-    def fresh_row_ids_base(self) -> exp.Expression:
+    def fresh_row_ids_base(self) -> exp.Expr:
         """A number such that base + 1 .. base + n are unused ``_ivm_row`` values."""
 
-    def avg(self, total: exp.Expression, count: exp.Expression) -> exp.Expression:
+    def avg(self, total: exp.Expr, count: exp.Expr) -> exp.Expr:
         """AVG from its SUM and non-NULL COUNT, typed as the engine types AVG."""
         return exp.Div(
             this=exp.cast(total, exp.DataType.build("double")),

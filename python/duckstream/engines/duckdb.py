@@ -25,26 +25,26 @@ class DuckLakeEngine(Engine):
     def _var(self, name: str) -> str:
         return f"_ivm_{self.slug()}_{name}"
 
-    def runtime_value(self, name: str) -> exp.Expression:
+    def runtime_value(self, name: str) -> exp.Expr:
         return exp.Anonymous(this="getvariable", expressions=[exp.Literal.string(self._var(name))])
 
-    def set_runtime_value(self, name: str, query: exp.Expression) -> str:
+    def set_runtime_value(self, name: str, query: exp.Expr) -> str:
         return f"SET VARIABLE {self._var(name)} = ({query.sql(dialect='duckdb')})"
 
-    def _end(self, catalog: str) -> exp.Expression:
+    def _end(self, catalog: str) -> exp.Expr:
         return self.runtime_value(f"end_{catalog}")
 
-    def _cursor(self, source: Source) -> exp.Expression:
+    def _cursor(self, source: Source) -> exp.Expr:
         return self.runtime_value(f"cursor_{source.index}")
 
-    def changed(self, source: Source) -> exp.Expression:
+    def changed(self, source: Source) -> exp.Expr:
         return self.runtime_value(f"changed_{source.index}")
 
-    def any_changed(self) -> exp.Expression:
+    def any_changed(self) -> exp.Expr:
         return self.runtime_value("changed")
 
     # -- relations -------------------------------------------------------------------------
-    def state(self, source: Source, version: Version) -> exp.Expression:
+    def state(self, source: Source, version: Version) -> exp.Expr:
         select = exp.select("*")
         table = source.table()
         if version is not Version.CURRENT:
@@ -52,7 +52,7 @@ class DuckLakeEngine(Engine):
             table.set("when", exp.HistoricalData(this="AT", kind="VERSION", expression=at))
         return select.from_(table)
 
-    def changes(self, source: Source) -> exp.Expression:
+    def changes(self, source: Source) -> exp.Expr:
         def read(function: str, sign: int) -> exp.Select:
             call = exp.Anonymous(
                 this=function,
@@ -68,7 +68,9 @@ class DuckLakeEngine(Engine):
             return exp.select("*", exp.alias_(mult, MULT)).from_(exp.Table(this=call))
 
         return exp.union(
-            read("ducklake_table_insertions", 1), read("ducklake_table_deletions", -1), distinct=False
+            read("ducklake_table_insertions", 1),
+            read("ducklake_table_deletions", -1),
+            distinct=False,
         )
 
     # -- statements ------------------------------------------------------------------------
@@ -138,7 +140,9 @@ class DuckLakeEngine(Engine):
                 f"{_lit(f'duckstream: rebuild required: no cursor for source {s.fqn}')}) END"
             )
             statements.append(
-                self.set_runtime_value(f"cursor_{s.index}", parse_one(f"SELECT last_snapshot {row}"))
+                self.set_runtime_value(
+                    f"cursor_{s.index}", parse_one(f"SELECT last_snapshot {row}")
+                )
             )
             statements.append(
                 self.set_runtime_value(f"table_{s.index}", parse_one(f"SELECT table_id {row}"))
@@ -180,22 +184,23 @@ class DuckLakeEngine(Engine):
     def advance_cursors(self) -> list[str]:
         mv = _lit(self.tgt.name)
         return [
-            f"UPDATE {self.tgt.cursors_fqn} SET last_snapshot = {self._end(s.catalog).sql('duckdb')}"
+            f"UPDATE {self.tgt.cursors_fqn}"
+            f" SET last_snapshot = {self._end(s.catalog).sql('duckdb')}"
             f" WHERE mv_name = {mv} AND source_table = {_lit(s.fqn)}"
             f" AND {self.any_changed().sql('duckdb')}"
             for s in self.sources
         ]
 
-    def create_temp(self, name: str, query: exp.Expression) -> str:
+    def create_temp(self, name: str, query: exp.Expr) -> str:
         return f"CREATE OR REPLACE TEMP TABLE {name} AS {query.sql(dialect='duckdb')}"
 
     def temp_table(self, name: str) -> exp.Table:
         return exp.table_(name, db="main", catalog="temp")
 
-    def copies(self, mult: exp.Expression) -> exp.Expression:
+    def copies(self, mult: exp.Expr) -> exp.Expr:
         return exp.Unnest(expressions=[exp.Anonymous(this="range", expressions=[mult])])
 
-    def fresh_row_ids_base(self) -> exp.Expression:
+    def fresh_row_ids_base(self) -> exp.Expr:
         # The MV catalog's snapshot at the start of this refresh, shifted left 32 bits: every
         # refresh that inserts commits a new snapshot, so the next base is larger.
         return exp.Mul(

@@ -16,7 +16,7 @@ from duckstream.normalize.validate import validate
 
 
 def normalize(
-    expression: exp.Expression,
+    expression: exp.Expr,
     *,
     dialect: str,
     catalog: str,
@@ -30,7 +30,12 @@ def normalize(
     expression = drop_order(expression)
     expression = rewrite_filtered_aggregates(expression)
     expression = qualify_view(
-        expression, dialect=dialect, catalog=catalog, schema=schema, sources=sources, columns=columns
+        expression,
+        dialect=dialect,
+        catalog=catalog,
+        schema=schema,
+        sources=sources,
+        columns=columns,
     )
     validate(expression, has_schema=True, after_qualify=True)
     assert isinstance(expression, exp.Select)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def drop_order(expression: exp.Expression) -> exp.Expression:
+def drop_order(expression: exp.Expr) -> exp.Expr:
     expression = expression.copy()
     for select in expression.find_all(exp.Select):
         if select.args.get("order") and not select.args.get("limit"):

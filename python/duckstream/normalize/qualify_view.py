@@ -21,14 +21,14 @@ from duckstream.errors import UnsupportedSQLError
 
 
 def qualify_view(
-    expression: exp.Expression,
+    expression: exp.Expr,
     *,
     dialect: str,
     catalog: str,
     schema: str,
     sources: dict[str, dict] | None = None,
     columns: dict | None = None,
-) -> exp.Expression:
+) -> exp.Expr:
     expression = expression.copy()
     sources = sources or {}
     for table in expression.find_all(exp.Table):
@@ -56,7 +56,7 @@ def qualify_view(
     return _qualify_single_source_columns(qualified)
 
 
-def _qualify_single_source_columns(expression: exp.Expression) -> exp.Expression:
+def _qualify_single_source_columns(expression: exp.Expr) -> exp.Expr:
     """In a SELECT reading one table and nothing else, every bare column is that table's."""
     for select in expression.find_all(exp.Select):
         from_ = select.args.get("from_")
@@ -76,6 +76,8 @@ def _own_columns(select: exp.Select) -> list[exp.Column]:
         value = select.args.get(key)
         for node in value if isinstance(value, list) else [value] if value else []:
             for column in node.find_all(exp.Column):
-                if column.find_ancestor(exp.Select) is select and not isinstance(column.this, exp.Star):
+                if column.find_ancestor(exp.Select) is select and not isinstance(
+                    column.this, exp.Star
+                ):
                     found.append(column)
     return found

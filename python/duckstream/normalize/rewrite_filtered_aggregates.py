@@ -12,16 +12,20 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def rewrite_filtered_aggregates(expression: exp.Expression) -> exp.Expression:
-    def rewrite(node: exp.Expression) -> exp.Expression:
+def rewrite_filtered_aggregates(expression: exp.Expr) -> exp.Expr:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Filter) or not isinstance(node.this, exp.AggFunc):
             return node
         aggregate = node.this.copy()
-        condition = node.expression.this if isinstance(node.expression, exp.Where) else node.expression
+        condition = (
+            node.expression.this if isinstance(node.expression, exp.Where) else node.expression
+        )
         arg = aggregate.this
         if isinstance(arg, exp.Distinct):
             inner = arg.expressions[0]
-            arg.set("expressions", [exp.Case(ifs=[exp.If(this=condition.copy(), true=inner.copy())])])
+            arg.set(
+                "expressions", [exp.Case(ifs=[exp.If(this=condition.copy(), true=inner.copy())])]
+            )
             return aggregate
         value = exp.Literal.number(1) if arg is None or isinstance(arg, exp.Star) else arg
         aggregate.set("this", exp.Case(ifs=[exp.If(this=condition.copy(), true=value.copy())]))

@@ -52,16 +52,16 @@ NONDETERMINISTIC_NODES = (
 )
 
 
-def _where(node: exp.Expression) -> str:
+def _where(node: exp.Expr) -> str:
     text = node.sql()
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _fail(feature: str, node: exp.Expression, why: str) -> UnsupportedSQLError:
+def _fail(feature: str, node: exp.Expr, why: str) -> UnsupportedSQLError:
     return UnsupportedSQLError(feature, f"{why}: `{_where(node)}`")
 
 
-def validate(expression: exp.Expression, *, has_schema: bool, after_qualify: bool = False) -> None:
+def validate(expression: exp.Expr, *, has_schema: bool, after_qualify: bool = False) -> None:
     """Raise :class:`UnsupportedSQLError` for the first construct that cannot be maintained."""
     if not isinstance(expression, exp.Select):
         if isinstance(expression, exp.SetOperation):
@@ -72,14 +72,14 @@ def validate(expression: exp.Expression, *, has_schema: bool, after_qualify: boo
         _check(node, has_schema=has_schema, after_qualify=after_qualify)
 
 
-def _check(node: exp.Expression, *, has_schema: bool, after_qualify: bool) -> None:
+def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
     if isinstance(node, exp.Window):
         raise _fail("window_function", node, "window functions are not maintained")
     if isinstance(node, exp.Limit | exp.Offset | exp.Fetch):
         raise _fail("limit", node.parent or node, "LIMIT/OFFSET depends on row order")
-    if isinstance(node, exp.Order) and isinstance(node.parent, exp.Select | exp.SetOperation):
-        if node.parent.args.get("limit"):
-            raise _fail("limit", node.parent, "ORDER BY with LIMIT is not maintained")
+    parent = node.parent
+    if isinstance(node, exp.Order) and parent is not None and parent.args.get("limit"):
+        raise _fail("limit", parent, "ORDER BY with LIMIT is not maintained")
     if isinstance(node, NONDETERMINISTIC_NODES):
         raise _fail("nondeterministic_function", node, "non-deterministic function")
     if isinstance(node, exp.Anonymous | exp.Func) and not isinstance(node, exp.AggFunc):
@@ -95,9 +95,9 @@ def _check(node: exp.Expression, *, has_schema: bool, after_qualify: bool) -> No
         raise _fail("set_operation", node, f"{kind} is not supported yet")
     if isinstance(node, exp.Select):
         _check_select(node, has_schema=has_schema, after_qualify=after_qualify)
-    if isinstance(node, exp.Exists | exp.Subquery) and not isinstance(node.parent, exp.From | exp.Join):
-        if not (isinstance(node, exp.Subquery) and isinstance(node.parent, exp.Subquery)):
-            raise _fail("subquery", node, "subqueries outside FROM are not supported yet")
+    in_from = isinstance(node.parent, exp.From | exp.Join | exp.Subquery)
+    if isinstance(node, exp.Exists | exp.Subquery) and not in_from:
+        raise _fail("subquery", node, "subqueries outside FROM are not supported yet")
     if isinstance(node, exp.In) and node.args.get("query"):
         raise _fail("subquery", node, "IN (SELECT ...) is not supported yet")
     if isinstance(node, exp.Identifier) and node.name.lower().startswith("_ivm_"):

@@ -29,12 +29,14 @@ from duckstream.engines.base import Engine
 ALGEBRAIC = {exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max}
 
 
-def _bigint(e: exp.Expression) -> exp.Expression:
+def _bigint(e: exp.Expr) -> exp.Expr:
     return exp.cast(e, exp.DataType.build("bigint"))
 
 
-def _nonnull_mult(x: exp.Expression, m: exp.Expression) -> exp.Expression:
-    case = exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x.copy(), expression=exp.null())), true=m.copy())])
+def _nonnull_mult(x: exp.Expr, m: exp.Expr) -> exp.Expr:
+    case = exp.Case(
+        ifs=[exp.If(this=exp.Not(this=exp.Is(this=x.copy(), expression=exp.null())), true=m.copy())]
+    )
     return exp.Sum(this=exp.Coalesce(this=case, expressions=[exp.Literal.number(0)]))
 
 
@@ -46,7 +48,7 @@ def _col(name: str, table: str) -> exp.Column:
 class AggregateSpec:
     """One distinct aggregate call of the view, numbered ``index``."""
 
-    node: exp.Expression
+    node: exp.Expr
     index: int
 
     @property
@@ -63,7 +65,7 @@ class AggregateSpec:
         return "holistic"
 
     @property
-    def arg(self) -> exp.Expression:
+    def arg(self) -> exp.Expr:
         return self.node.this
 
     @property
@@ -81,11 +83,11 @@ class AggregateSpec:
     def needs_netting(self) -> bool:
         return self.kind in ("min", "max")
 
-    def argument(self) -> exp.Expression | None:
+    def argument(self) -> exp.Expr | None:
         """The expression whose value the delta rows must carry (``_ivm_x<index>``)."""
         return None if self.kind in ("count_star", "holistic") else self.arg
 
-    def delta_items(self, x: exp.Expression, m: exp.Expression) -> list[exp.Expression]:
+    def delta_items(self, x: exp.Expr, m: exp.Expr) -> list[exp.Expr]:
         """Aggregates over the delta rows of one group (x = argument, m = multiplicity)."""
         kind, base = self.kind, self.base
         if kind == "count":
@@ -97,12 +99,27 @@ class AggregateSpec:
             ]
         if kind in ("min", "max"):
             fn = exp.Min if kind == "min" else exp.Max
-            inserted = exp.Case(ifs=[exp.If(this=exp.GT(this=m.copy(), expression=exp.Literal.number(0)), true=x.copy())])
-            deleted = exp.Case(ifs=[exp.If(this=exp.LT(this=m.copy(), expression=exp.Literal.number(0)), true=x.copy())])
-            return [exp.alias_(fn(this=inserted), f"{base}_ins"), exp.alias_(fn(this=deleted), f"{base}_del")]
+            inserted = exp.Case(
+                ifs=[
+                    exp.If(
+                        this=exp.GT(this=m.copy(), expression=exp.Literal.number(0)), true=x.copy()
+                    )
+                ]
+            )
+            deleted = exp.Case(
+                ifs=[
+                    exp.If(
+                        this=exp.LT(this=m.copy(), expression=exp.Literal.number(0)), true=x.copy()
+                    )
+                ]
+            )
+            return [
+                exp.alias_(fn(this=inserted), f"{base}_ins"),
+                exp.alias_(fn(this=deleted), f"{base}_del"),
+            ]
         return []
 
-    def state_items(self) -> list[exp.Expression]:
+    def state_items(self) -> list[exp.Expr]:
         """Aggregates over plain rows of one group: initial fill and rescans."""
         kind, base = self.kind, self.base
         if kind == "count_star":
@@ -119,12 +136,12 @@ class AggregateSpec:
             return [exp.alias_(fn(this=self.arg.copy()), base)]
         return [exp.alias_(self.node.copy(), base)]
 
-    def merged(self, old: str, delta: str) -> list[exp.Expression]:
+    def merged(self, old: str, delta: str) -> list[exp.Expr]:
         """New hidden values from the old row (may be missing) and the group's delta."""
         kind, base = self.kind, self.base
         zero = exp.Literal.number(0)
 
-        def add(name: str) -> exp.Expression:
+        def add(name: str) -> exp.Expr:
             return exp.alias_(
                 exp.Add(
                     this=exp.Coalesce(this=_col(name, old), expressions=[zero.copy()]),
@@ -143,11 +160,13 @@ class AggregateSpec:
             # LEAST/GREATEST skip NULLs on both engines; sqlglot's typed nodes would rewrite
             # them to propagate NULL, so call them by name.
             fn = "least" if kind == "min" else "greatest"
-            merged = exp.Anonymous(this=fn, expressions=[_col(base, old), _col(f"{base}_ins", delta)])
+            merged = exp.Anonymous(
+                this=fn, expressions=[_col(base, old), _col(f"{base}_ins", delta)]
+            )
             return [exp.alias_(merged, base)]
         return [exp.alias_(_col(base, old), base)]
 
-    def rescan_condition(self, old: str, delta: str) -> exp.Expression | None:
+    def rescan_condition(self, old: str, delta: str) -> exp.Expr | None:
         """When the merged value cannot be trusted and the group must be rescanned."""
         kind, base = self.kind, self.base
         if kind == "holistic":
@@ -164,7 +183,7 @@ class AggregateSpec:
             )
         return None
 
-    def value(self, row: str, engine: Engine) -> exp.Expression:
+    def value(self, row: str, engine: Engine) -> exp.Expr:
         """The visible value of the aggregate, from hidden columns of ``row``."""
         kind, base = self.kind, self.base
         if kind == "count_star":

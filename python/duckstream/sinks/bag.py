@@ -34,16 +34,19 @@ class BagSink(Sink):
             expression=exp.Window(this=exp.RowNumber()),
         )
         cols = [col(c, "_ivm_v") for c in self.visible_columns()]
-        return exp.select(*cols, exp.alias_(number, ROW)).from_(
-            exp.paren(query).as_("_ivm_v")
-        )
+        return exp.select(*cols, exp.alias_(number, ROW)).from_(exp.paren(query).as_("_ivm_v"))
 
     def create_mv(self) -> str:
         state = self.relation.state(self.ctx, Version.CURRENT)
-        query = exp.select(
-            *(col(c, "_ivm_v") for c in self.visible_columns()),
-            exp.alias_(exp.cast(exp.Literal.number(0), exp.DataType.build("bigint")), ROW),
-        ).from_(exp.paren(state).as_("_ivm_v")).where(exp.false()).limit(0)
+        query = (
+            exp.select(
+                *(col(c, "_ivm_v") for c in self.visible_columns()),
+                exp.alias_(exp.cast(exp.Literal.number(0), exp.DataType.build("bigint")), ROW),
+            )
+            .from_(exp.paren(state).as_("_ivm_v"))
+            .where(exp.false())
+            .limit(0)
+        )
         return f"CREATE OR REPLACE TABLE {self.mv} AS {query.sql(self.engine.dialect)}"
 
     def _insert(self, query: exp.Query) -> str:
@@ -77,9 +80,14 @@ class BagSink(Sink):
             f" WHERE d._ivm_mult < 0) AS _ivm_x WHERE _ivm_rn <= _ivm_k",
             dialect=dialect,
         )
-        copies = exp.select(
-            *(col(c, "d") for c in cols), exp.alias_(self.engine.copies(col(MULT, "d")), "_ivm_c")
-        ).from_(exp.to_table(delta).as_("d")).where(f"d.{MULT} > 0")
+        copies = (
+            exp.select(
+                *(col(c, "d") for c in cols),
+                exp.alias_(self.engine.copies(col(MULT, "d")), "_ivm_c"),
+            )
+            .from_(exp.to_table(delta).as_("d"))
+            .where(f"d.{MULT} > 0")
+        )
         return [
             self.engine.create_temp(delta, numbered_net),
             f"DELETE FROM {self.mv} WHERE {ROW} IN ({doomed.sql(dialect)})",

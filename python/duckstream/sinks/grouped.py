@@ -29,10 +29,10 @@ class GroupedSink(Sink):
         self,
         ctx: Context,
         block: Block,
-        groups: list[exp.Expression],
-        items: list[exp.Expression],
+        groups: list[exp.Expr],
+        items: list[exp.Expr],
         names: list[str],
-        having: exp.Expression | None,
+        having: exp.Expr | None,
     ) -> None:
         super().__init__(ctx)
         self.block = block
@@ -41,19 +41,21 @@ class GroupedSink(Sink):
         self.having = having
         self.aggregates: list[AggregateSpec] = []
         self.key_columns = [self._key_column(i, g, items, names) for i, g in enumerate(groups)]
-        self.visible = [self._rewrite(item.unalias() if isinstance(item, exp.Alias) else item) for item in items]
+        self.visible = [
+            self._rewrite(item.unalias() if isinstance(item, exp.Alias) else item) for item in items
+        ]
         self.having_rewritten = self._rewrite(having) if having is not None else None
 
     # -- analysis --------------------------------------------------------------------------
     @staticmethod
-    def _key_column(i: int, group: exp.Expression, items: list[exp.Expression], names: list[str]) -> str:
+    def _key_column(i: int, group: exp.Expr, items: list[exp.Expr], names: list[str]) -> str:
         for item, name in zip(items, names, strict=True):
             inner = item.unalias() if isinstance(item, exp.Alias) else item
             if inner == group and not name.startswith("_ivm_"):
                 return name
         return f"_ivm_g{i}"
 
-    def _aggregate(self, node: exp.Expression) -> AggregateSpec:
+    def _aggregate(self, node: exp.Expr) -> AggregateSpec:
         for spec in self.aggregates:
             if spec.node == node:
                 return spec
@@ -61,7 +63,7 @@ class GroupedSink(Sink):
         self.aggregates.append(spec)
         return spec
 
-    def _rewrite(self, node: exp.Expression) -> exp.Expression:
+    def _rewrite(self, node: exp.Expr) -> exp.Expr:
         """Replace aggregates and group expressions by placeholders ``:a<i>`` / ``:g<i>``."""
         for i, group in enumerate(self.groups):
             if node == group:
@@ -70,16 +72,16 @@ class GroupedSink(Sink):
             return exp.Placeholder(this=f"a{self._aggregate(node).index}")
         node = node.copy()
         for key, value in list(node.args.items()):
-            if isinstance(value, exp.Expression):
+            if isinstance(value, exp.Expr):
                 node.set(key, self._rewrite(value))
             elif isinstance(value, list):
-                node.set(key, [self._rewrite(v) if isinstance(v, exp.Expression) else v for v in value])
+                node.set(key, [self._rewrite(v) if isinstance(v, exp.Expr) else v for v in value])
         return node
 
-    def _fill(self, node: exp.Expression, row: str) -> exp.Expression:
+    def _fill(self, node: exp.Expr, row: str) -> exp.Expr:
         """Turn placeholders into values read from the hidden columns of ``row``."""
 
-        def fill(n: exp.Expression) -> exp.Expression:
+        def fill(n: exp.Expr) -> exp.Expr:
             if isinstance(n, exp.Placeholder):
                 name = n.name
                 if name.startswith("g"):
@@ -99,9 +101,11 @@ class GroupedSink(Sink):
 
     def state_columns(self) -> list[str]:
         """Key columns, count and aggregate state: the columns rows are merged on."""
-        return list(dict.fromkeys(self.key_columns)) + [COUNT] + [
-            c for a in self.aggregates for c in a.hidden_columns()
-        ]
+        return (
+            list(dict.fromkeys(self.key_columns))
+            + [COUNT]
+            + [c for a in self.aggregates for c in a.hidden_columns()]
+        )
 
     def visible_columns(self) -> list[str]:
         return list(self.names)
@@ -114,7 +118,9 @@ class GroupedSink(Sink):
         """Key columns, ``_ivm_count`` and aggregate state of every group of ``term``."""
         items = [exp.alias_(g, k) for g, k in zip(self.groups, self.key_columns, strict=True)]
         items = list({k: i for i, k in zip(items, self.key_columns, strict=True)}.values())
-        items.append(exp.alias_(exp.cast(exp.Count(this=exp.Star()), exp.DataType.build("bigint")), COUNT))
+        items.append(
+            exp.alias_(exp.cast(exp.Count(this=exp.Star()), exp.DataType.build("bigint")), COUNT)
+        )
         items += [i for a in self.aggregates for i in a.state_items()]
         query = term.select(*items)
         if self.groups:
@@ -125,7 +131,9 @@ class GroupedSink(Sink):
         """Visible and hidden columns from rows of state columns, dropping empty groups and
         groups HAVING rejects."""
         r = "_ivm_r"
-        items = [exp.alias_(self._fill(v, r), n) for v, n in zip(self.visible, self.names, strict=True)]
+        items = [
+            exp.alias_(self._fill(v, r), n) for v, n in zip(self.visible, self.names, strict=True)
+        ]
         items += [col(c, r) for c in self.hidden_columns()]
         query = exp.select(*items).from_(exp.paren(rows).as_(r))
         conditions = []
@@ -142,7 +150,9 @@ class GroupedSink(Sink):
         return f"INSERT INTO {self.mv} ({columns}) {query.sql(self.engine.dialect)}"
 
     def _state_rows(self, version: Version) -> exp.Query:
-        return union_all([self._grouped_state(t) for t in self.block.state_terms(self.ctx, version)])
+        return union_all(
+            [self._grouped_state(t) for t in self.block.state_terms(self.ctx, version)]
+        )
 
     # -- protocol --------------------------------------------------------------------------
     def create_mv(self) -> str:
@@ -152,7 +162,9 @@ class GroupedSink(Sink):
         return f"CREATE OR REPLACE TABLE {self.mv} AS {query.sql(self.engine.dialect)}"
 
     def populate(self) -> list[str]:
-        return [self._insert(self._finish(self._state_rows(Version.NEW), keep_empty=self.is_global))]
+        return [
+            self._insert(self._finish(self._state_rows(Version.NEW), keep_empty=self.is_global))
+        ]
 
     def _delta_rows(self) -> exp.Select:
         """Per affected group: ``_ivm_g<i>``, ``_ivm_count`` and each aggregate's delta."""
@@ -161,7 +173,11 @@ class GroupedSink(Sink):
         rows = []
         for term in self.block.delta_terms(self.ctx):
             items = [exp.alias_(g, k) for g, k in zip(self.groups, keys, strict=True)]
-            items += [exp.alias_(a.argument(), xs[a.index]) for a in self.aggregates if a.index in xs]  # type: ignore[arg-type]
+            items += [
+                exp.alias_(arg, xs[a.index])
+                for a in self.aggregates
+                if (arg := a.argument()) is not None
+            ]  # type: ignore[arg-type]
             items.append(exp.alias_(term.multiplicity(), MULT))
             rows.append(term.select(*items))
         source: exp.Query = union_all(rows)
@@ -174,7 +190,7 @@ class GroupedSink(Sink):
                 .having(exp.NEQ(this=exp.Sum(this=col(MULT)), expression=exp.Literal.number(0)))
             )
         m = col(MULT)
-        items = [col(k) for k in keys]
+        items: list[exp.Expr] = [col(k) for k in keys]
         items.append(exp.alias_(exp.cast(exp.Sum(this=m), exp.DataType.build("bigint")), COUNT))
         for a in self.aggregates:
             x = col(xs[a.index]) if a.index in xs else exp.null()
@@ -182,9 +198,11 @@ class GroupedSink(Sink):
         query = exp.select(*items).from_(exp.paren(source).as_("_ivm_net"))
         if keys:
             return query.group_by(*(col(k) for k in keys))
-        return query.having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0)))
+        return query.having(
+            exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0))
+        )
 
-    def _rescan_condition(self) -> exp.Expression | None:
+    def _rescan_condition(self) -> exp.Expr | None:
         conditions = [c for a in self.aggregates if (c := a.rescan_condition("o", "d")) is not None]
         if self.having is not None:
             conditions.append(exp.Is(this=col(COUNT, "o"), expression=exp.null()))
@@ -203,15 +221,25 @@ class GroupedSink(Sink):
         merged = [exp.alias_(col(key_of[k], "d"), k) for k in unique_keys]
         merged.append(
             exp.alias_(
-                exp.Add(this=exp.Coalesce(this=col(COUNT, "o"), expressions=[exp.Literal.number(0)]), expression=col(COUNT, "d")),
+                exp.Add(
+                    this=exp.Coalesce(this=col(COUNT, "o"), expressions=[exp.Literal.number(0)]),
+                    expression=col(COUNT, "d"),
+                ),
                 COUNT,
             )
         )
         merged += [m for a in self.aggregates for m in a.merged("o", "d")]
         condition = self._rescan_condition()
         if condition is not None:
-            merged.append(exp.alias_(exp.Coalesce(this=exp.paren(condition), expressions=[exp.false()]), "_ivm_rescan"))
-        join_on = null_safe_match([col(k, "o") for k in unique_keys], [col(key_of[k], "d") for k in unique_keys])
+            merged.append(
+                exp.alias_(
+                    exp.Coalesce(this=exp.paren(condition), expressions=[exp.false()]),
+                    "_ivm_rescan",
+                )
+            )
+        join_on = null_safe_match(
+            [col(k, "o") for k in unique_keys], [col(key_of[k], "d") for k in unique_keys]
+        )
         merge = (
             exp.select(*merged)
             .from_(exp.to_table(delta).as_("d"))
@@ -253,19 +281,29 @@ class GroupedSink(Sink):
                 )
             )
             terms = [
-                Term(from_=t.from_, joins=t.joins, where=t.where, guards=(guard.copy(),)).filtered(wanted)
+                Term(from_=t.from_, joins=t.joins, where=t.where, guards=(guard.copy(),)).filtered(
+                    wanted
+                )
                 for t in self.block.state_terms(self.ctx, Version.NEW)
             ]
-            recomputed = exp.select(*(col(c) for c in state_cols)).from_(
-                exp.paren(union_all([self._grouped_state(t) for t in terms])).as_("_ivm_s")
-            ).where(guard.copy())
+            recomputed = (
+                exp.select(*(col(c) for c in state_cols))
+                .from_(exp.paren(union_all([self._grouped_state(t) for t in terms])).as_("_ivm_s"))
+                .where(guard.copy())
+            )
             statements.append(self.engine.create_temp(rescan, recomputed))
-            rows = exp.union(trusted, exp.select(*(col(c) for c in state_cols)).from_(rescan), distinct=False)
+            rows = exp.union(
+                trusted, exp.select(*(col(c) for c in state_cols)).from_(rescan), distinct=False
+            )
         # (4) replace the affected groups
         gone = exp.Exists(
             this=exp.select("1")
             .from_(exp.to_table(new).as_("n"))
-            .where(null_safe_match([col(k, "n") for k in unique_keys], [col(k, "_ivm_t") for k in unique_keys]))
+            .where(
+                null_safe_match(
+                    [col(k, "n") for k in unique_keys], [col(k, "_ivm_t") for k in unique_keys]
+                )
+            )
         )
         statements.append(f"DELETE FROM {self.mv} AS _ivm_t WHERE {gone.sql(dialect)}")
         statements.append(self._insert(self._finish(rows, keep_empty=self.is_global)))

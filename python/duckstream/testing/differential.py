@@ -127,7 +127,9 @@ class DuckLakeHarness:
         if isinstance(change, Insert):
             if not change.rows:
                 return None
-            values = ", ".join("(" + ", ".join(sql_literal(v) for v in row) + ")" for row in change.rows)
+            values = ", ".join(
+                "(" + ", ".join(sql_literal(v) for v in row) + ")" for row in change.rows
+            )
             return f"INSERT INTO {self.fqn(change.table)} VALUES {values}"
         if isinstance(change, Delete):
             return f"DELETE FROM {self.fqn(change.table)} WHERE {change.where}"

@@ -6,38 +6,25 @@ the network (a plain ``INSTALL ducklake`` downloads, which fails offline).
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import duckdb
+
+from duckstream.ducklake import extension_path, load_extension
+
+__all__ = [
+    "attach_ducklake",
+    "connect_ducklake",
+    "current_snapshot",
+    "extension_path",
+    "load_extension",
+    "quote",
+]
 
 
 def quote(name: str) -> str:
     """Quote an SQL identifier (catalog, schema or table name)."""
     return '"' + name.replace('"', '""') + '"'
-
-
-def extension_path(name: str) -> str:
-    """Path of ``<name>.duckdb_extension`` inside the installed ``duckdb_extension_<name>``."""
-    package = f"duckdb_extension_{name}"
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"DuckDB extension {name!r} needs the package {package} (pip install)")
-    root = Path(next(iter(spec.submodule_search_locations)))
-    wanted = root / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
-    if wanted.is_file():
-        return str(wanted)
-    found = sorted(root.glob(f"extensions/*/{name}.duckdb_extension"))
-    if not found:
-        raise RuntimeError(f"{package} holds no {name}.duckdb_extension under {root}")
-    return str(found[-1])
-
-
-def load_extension(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    """Install (from the local package file) and load a DuckDB extension."""
-    path = extension_path(name).replace("'", "''")
-    con.execute(f"INSTALL '{path}'")
-    con.execute(f"LOAD {name}")
 
 
 def attach_ducklake(con: duckdb.DuckDBPyConnection, directory: str, alias: str = "lake") -> None:

@@ -12,7 +12,7 @@ aggregate does better: it keeps per-group running state in the materialized tabl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -21,12 +21,15 @@ from duckstream.engines.base import MULT, Source, Version
 from duckstream.tree.base import Block, Context, Relation, Term, union_all
 
 
-def null_safe_match(left: list[exp.Expression], right: list[exp.Expression]) -> exp.Expression:
+def null_safe_match(left: Sequence[exp.Expr], right: Sequence[exp.Expr]) -> exp.Expr:
     """``l1 IS NOT DISTINCT FROM r1 AND ...`` (TRUE for no columns): NULL keys match NULL."""
     if not left:
         return exp.true()
     return exp.and_(
-        *(exp.NullSafeEQ(this=a.copy(), expression=b.copy()) for a, b in zip(left, right, strict=True))
+        *(
+            exp.NullSafeEQ(this=a.copy(), expression=b.copy())
+            for a, b in zip(left, right, strict=True)
+        )
     )
 
 
@@ -34,19 +37,24 @@ def group_key_names(count: int) -> list[str]:
     return [f"_ivm_g{i}" for i in range(count)]
 
 
-def affected_groups(ctx: Context, block: Block, groups: list[exp.Expression]) -> exp.Query:
+def affected_groups(ctx: Context, block: Block, groups: list[exp.Expr]) -> exp.Query:
     """The distinct group keys of the input's delta rows (``_ivm_g0`` ...), or one row when the
     aggregate has no GROUP BY and anything changed."""
     names = group_key_names(len(groups))
     terms = block.delta_terms(ctx)
     if groups:
-        query = union_all([t.select(*(exp.alias_(g, n) for g, n in zip(groups, names, strict=True))) for t in terms])
+        query = union_all(
+            [
+                t.select(*(exp.alias_(g, n) for g, n in zip(groups, names, strict=True)))
+                for t in terms
+            ]
+        )
     else:
         query = union_all([t.select(exp.alias_(exp.Literal.number(1), "_ivm_one")) for t in terms])
     return exp.select(*(names or ["_ivm_one"])).distinct().from_(exp.paren(query).as_("_ivm_delta"))
 
 
-def restrict_to(term: Term, affected: str, groups: list[exp.Expression]) -> Term:
+def restrict_to(term: Term, affected: str, groups: list[exp.Expr]) -> Term:
     """Keep only the rows of ``term`` whose group is in the CTE ``affected``."""
     keys = [exp.column(n, table="_ivm_a") for n in group_key_names(len(groups))]
     exists = exp.Exists(
@@ -60,7 +68,7 @@ def restrict_to(term: Term, affected: str, groups: list[exp.Expression]) -> Term
 def regroup_delta(
     ctx: Context,
     block: Block,
-    groups: list[exp.Expression],
+    groups: list[exp.Expr],
     close: Callable[[Term], exp.Select],
 ) -> exp.Query:
     """The state-diff delta of an operator that groups ``block`` by ``groups``.
@@ -83,7 +91,9 @@ def regroup_delta(
             )
             closed = close(restricted)
             mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
-            parts.append(exp.select("*", exp.alias_(mult, MULT)).from_(exp.paren(closed).as_("_ivm_g")))
+            parts.append(
+                exp.select("*", exp.alias_(mult, MULT)).from_(exp.paren(closed).as_("_ivm_g"))
+            )
     query = union_all(parts)
     return query.with_(affected, as_=affected_groups(ctx, block, groups))  # type: ignore[attr-defined]
 
@@ -91,10 +101,10 @@ def regroup_delta(
 @dataclass
 class Aggregate(Relation):
     input: Block
-    groups: list[exp.Expression]
-    items: list[exp.Expression]
+    groups: list[exp.Expr]
+    items: list[exp.Expr]
     names: list[str]
-    having: exp.Expression | None = None
+    having: exp.Expr | None = None
 
     def sources(self) -> list[Source]:
         return self.input.sources()

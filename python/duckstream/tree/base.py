@@ -25,22 +25,22 @@ from duckstream.engines.base import MULT, Engine, Source, Version
 class Term:
     """One SELECT block of a delta or a state, without its select list."""
 
-    from_: exp.Expression
+    from_: exp.Expr
     joins: tuple[exp.Join, ...] = ()
-    where: tuple[exp.Expression, ...] = ()
-    mult: exp.Expression | None = None
-    guards: tuple[exp.Expression, ...] = ()
+    where: tuple[exp.Expr, ...] = ()
+    mult: exp.Expr | None = None
+    guards: tuple[exp.Expr, ...] = ()
 
-    def filtered(self, *predicates: exp.Expression) -> Term:
+    def filtered(self, *predicates: exp.Expr) -> Term:
         return replace(self, where=self.where + tuple(p.copy() for p in predicates))
 
-    def multiplicity(self) -> exp.Expression:
+    def multiplicity(self) -> exp.Expr:
         """The signed count each row of this term stands for."""
         if self.mult is None:
             return exp.cast(exp.Literal.number(1), exp.DataType.build("bigint"))
         return self.mult.copy()
 
-    def select(self, *items: exp.Expression) -> exp.Select:
+    def select(self, *items: exp.Expr) -> exp.Select:
         """``SELECT items FROM ... WHERE ...`` for this term."""
         query = exp.Select(expressions=[i.copy() for i in items])
         query.set("from_", exp.From(this=self.from_.copy()))
@@ -73,17 +73,20 @@ class Context:
 class Leaf(ABC):
     """Something that stands in a FROM clause under an alias: a source table or a subquery."""
 
-    alias: str
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The leaf's alias in the FROM clause."""
 
     @abstractmethod
     def sources(self) -> list[Source]: ...
 
     @abstractmethod
-    def state(self, ctx: Context, version: Version) -> exp.Expression:
+    def state(self, ctx: Context, version: Version) -> exp.Expr:
         """An aliased relation: the leaf at ``version``."""
 
     @abstractmethod
-    def delta(self, ctx: Context) -> tuple[exp.Expression, exp.Expression]:
+    def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
         """An aliased relation of the leaf's changes, and the expression of their multiplicity."""
 
 
@@ -122,9 +125,11 @@ def mult_column(alias: str) -> exp.Column:
     return exp.column(MULT, table=alias)
 
 
-def aliased(query: exp.Expression, alias: exp.TableAlias | str) -> exp.Subquery:
+def aliased(query: exp.Expr, alias: exp.TableAlias | str) -> exp.Subquery:
     """``(query) AS alias``, keeping a column list if the user's alias had one."""
-    table_alias = alias.copy() if isinstance(alias, exp.TableAlias) else exp.TableAlias(
-        this=exp.to_identifier(alias)
+    table_alias = (
+        alias.copy()
+        if isinstance(alias, exp.TableAlias)
+        else exp.TableAlias(this=exp.to_identifier(alias))
     )
     return exp.Subquery(this=query, alias=table_alias)

@@ -31,10 +31,10 @@ class SelectParts:
     """A SELECT split into what the operators need."""
 
     block: Block
-    items: list[exp.Expression]
+    items: list[exp.Expr]
     names: list[str]
-    groups: list[exp.Expression]
-    having: exp.Expression | None
+    groups: list[exp.Expr]
+    having: exp.Expr | None
     distinct: bool
 
     @property
@@ -42,7 +42,7 @@ class SelectParts:
         return bool(self.groups) or any(i.find(exp.AggFunc) for i in self.items)
 
 
-def output_name(item: exp.Expression) -> str:
+def output_name(item: exp.Expr) -> str:
     """The column name a select item produces."""
     if isinstance(item, exp.Alias):
         return item.alias
@@ -56,7 +56,7 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
     joins = tuple(j.copy() for j in select.args.get("joins") or [])
     leaves: list[Leaf] = []
 
-    def placeholder(node: exp.Expression) -> exp.Expression:
+    def placeholder(node: exp.Expr) -> exp.Expr:
         """Replace a FROM item by ``:i`` and remember its leaf."""
         alias = node.args.get("alias")
         if isinstance(node, exp.Table):
@@ -93,7 +93,10 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
         raise UnsupportedSQLError(
             "duplicate_column", f"output columns must have distinct names: {', '.join(names)}"
         )
-    items = [i if isinstance(i, exp.Alias) else exp.alias_(i, n) for i, n in zip(items, names, strict=True)]
+    items = [
+        i if isinstance(i, exp.Alias) else exp.alias_(i, n)
+        for i, n in zip(items, names, strict=True)
+    ]
     group = select.args.get("group")
     groups = [g.copy() for g in group.expressions] if group else []
     having = select.args.get("having")
@@ -112,9 +115,13 @@ def build_relation(select: exp.Select, ctx: Context, resolve: ResolveTable) -> R
     parts = split_select(select, ctx, resolve)
     if parts.aggregated:
         ctx.features.add("aggregate")
-        relation: Relation = Aggregate(parts.block, parts.groups, parts.items, parts.names, parts.having)
+        relation: Relation = Aggregate(
+            parts.block, parts.groups, parts.items, parts.names, parts.having
+        )
         if parts.distinct:
-            raise UnsupportedSQLError("distinct_aggregate", "SELECT DISTINCT over GROUP BY in a subquery")
+            raise UnsupportedSQLError(
+                "distinct_aggregate", "SELECT DISTINCT over GROUP BY in a subquery"
+            )
         return relation
     if parts.distinct:
         ctx.features.add("distinct")

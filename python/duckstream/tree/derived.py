@@ -20,14 +20,14 @@ class Derived(Leaf):
     alias_node: exp.TableAlias
 
     @property
-    def alias(self) -> str:  # type: ignore[override]
+    def name(self) -> str:
         return self.alias_node.name
 
     def sources(self) -> list[Source]:
         return self.query.sources()
 
-    def state(self, ctx: Context, version: Version) -> exp.Expression:
+    def state(self, ctx: Context, version: Version) -> exp.Expr:
         return aliased(self.query.state(ctx, version), self.alias_node)
 
-    def delta(self, ctx: Context) -> tuple[exp.Expression, exp.Expression]:
-        return aliased(self.query.delta(ctx), self.alias_node), mult_column(self.alias)
+    def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
+        return aliased(self.query.delta(ctx), self.alias_node), mult_column(self.name)

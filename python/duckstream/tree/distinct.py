@@ -22,7 +22,7 @@ from duckstream.tree.base import Block, Context, Relation, Term, union_all
 @dataclass
 class Distinct(Relation):
     input: Block
-    items: list[exp.Expression]
+    items: list[exp.Expr]
     names: list[str]
 
     def sources(self) -> list[Source]:

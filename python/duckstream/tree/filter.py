@@ -18,7 +18,7 @@ from duckstream.tree.base import Block, Context, Term
 @dataclass
 class Filter(Block):
     input: Block
-    predicate: exp.Expression
+    predicate: exp.Expr
 
     def sources(self) -> list[Source]:
         return self.input.sources()

@@ -30,22 +30,22 @@ from duckstream.tree.base import Block, Context, Leaf, Term
 class Join(Block):
     """The FROM clause as a template: each leaf replaced by a placeholder ``:i``."""
 
-    from_: exp.Expression
+    from_: exp.Expr
     joins: tuple[exp.Join, ...]
     leaves: list[Leaf]
 
     def sources(self) -> list[Source]:
         return [s for leaf in self.leaves for s in leaf.sources()]
 
-    def _term(self, relations: list[exp.Expression], **kwargs) -> Term:
-        def fill(node: exp.Expression) -> exp.Expression:
+    def _term(self, relations: list[exp.Expr], **kwargs) -> Term:
+        def fill(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Placeholder):
                 return relations[int(node.name)].copy()
             return node
 
         from_ = self.from_.copy().transform(fill)
         joins = tuple(j.copy().transform(fill) for j in self.joins)
-        return Term(from_=from_, joins=joins, **kwargs)  # type: ignore[arg-type]
+        return Term(from_, tuple(j for j in joins if isinstance(j, exp.Join)), **kwargs)
 
     def state_terms(self, ctx: Context, version: Version) -> list[Term]:
         return [self._term([leaf.state(ctx, version) for leaf in self.leaves])]
@@ -54,7 +54,7 @@ class Join(Block):
         terms = []
         for i, changed_leaf in enumerate(self.leaves):
             relations = []
-            mult: exp.Expression | None = None
+            mult: exp.Expr | None = None
             for j, leaf in enumerate(self.leaves):
                 if j < i:
                     relations.append(leaf.state(ctx, Version.NEW))

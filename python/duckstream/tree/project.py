@@ -19,7 +19,7 @@ from duckstream.tree.base import Block, Context, Relation, union_all
 @dataclass
 class Project(Relation):
     input: Block
-    items: list[exp.Expression]  # aliased select items
+    items: list[exp.Expr]  # aliased select items
     names: list[str]
 
     def sources(self) -> list[Source]:

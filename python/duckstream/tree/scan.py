@@ -22,18 +22,18 @@ class Scan(Leaf):
     alias_node: exp.TableAlias
 
     @property
-    def alias(self) -> str:  # type: ignore[override]
+    def name(self) -> str:
         return self.alias_node.name
 
     def sources(self) -> list[Source]:
         return [self.source]
 
-    def state(self, ctx: Context, version: Version) -> exp.Expression:
+    def state(self, ctx: Context, version: Version) -> exp.Expr:
         if version is Version.CURRENT:
             table = self.source.table()
             table.set("alias", self.alias_node.copy())
             return table
         return aliased(ctx.engine.state(self.source, version), self.alias_node)
 
-    def delta(self, ctx: Context) -> tuple[exp.Expression, exp.Expression]:
-        return aliased(ctx.engine.changes(self.source), self.alias_node), mult_column(self.alias)
+    def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
+        return aliased(ctx.engine.changes(self.source), self.alias_node), mult_column(self.name)

@@ -1,0 +1,217 @@
+"""Hypothesis strategies: schemas, rows with duplicates and NULLs, views from the supported
+grammar, and change cycles (several batches per window, empty windows, rows inserted and
+deleted in one window, several tables changing together).
+
+Values come from small domains so that duplicates, group collisions, join partners and
+predicate flips are common; shrinking then ends at a few rows and a short view.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+
+from hypothesis import strategies as st
+
+from duckstream.testing.differential import Column, Delete, Insert, TableSpec, Update, sql_literal
+
+TYPES = ["INTEGER", "DECIMAL(10,2)", "DOUBLE", "VARCHAR", "DATE", "BOOLEAN"]
+NUMERIC = {"INTEGER", "DECIMAL(10,2)", "DOUBLE"}
+
+# A join key column every generated table has, so multi-table views always have partners.
+KEY = Column("k", "INTEGER")
+
+
+def values(type_: str, nullable: bool = True) -> st.SearchStrategy:
+    base: st.SearchStrategy
+    if type_ == "INTEGER":
+        base = st.integers(-3, 3)
+    elif type_ == "DECIMAL(10,2)":
+        base = st.sampled_from(
+            [decimal.Decimal(x) for x in ("-1.50", "0.00", "0.25", "2.00", "7.75")]
+        )
+    elif type_ == "DOUBLE":
+        base = st.sampled_from([-2.5, 0.0, 0.5, 1.0, 3.25])
+    elif type_ == "VARCHAR":
+        base = st.sampled_from(["a", "b", "B", "ab", ""])
+    elif type_ == "DATE":
+        base = st.sampled_from([datetime.date(2024, 1, d) for d in (1, 2, 3, 15)])
+    else:
+        base = st.booleans()
+    return st.one_of(st.none(), base, base, base) if nullable else base
+
+
+def rows(columns: list[Column], min_size: int = 0, max_size: int = 8) -> st.SearchStrategy:
+    row = st.tuples(*(values(c.type) for c in columns))
+    # Draw from a small pool so that duplicate rows are common.
+    return st.lists(row, min_size=1, max_size=4).flatmap(
+        lambda pool: st.lists(st.sampled_from(pool), min_size=min_size, max_size=max_size)
+    )
+
+
+@st.composite
+def tables(draw, count: int = 1) -> list[TableSpec]:
+    result = []
+    for i in range(count):
+        types = draw(st.lists(st.sampled_from(TYPES), min_size=1, max_size=4))
+        columns = [KEY] + [Column(f"c{j}", t) for j, t in enumerate(types)]
+        result.append(TableSpec(f"t{i}", columns, draw(rows(columns))))
+    return result
+
+
+# -- expressions -------------------------------------------------------------------------
+def _columns(tables_: list[TableSpec], qualified: bool) -> list[tuple[str, str]]:
+    out = []
+    for t in tables_:
+        for c in t.columns:
+            out.append((f"{t.name}.{c.name}" if qualified else c.name, c.type))
+    return out
+
+
+@st.composite
+def predicate(draw, columns: list[tuple[str, str]]) -> str:
+    def atom() -> str:
+        name, type_ = draw(st.sampled_from(columns))
+        choice = draw(st.integers(0, 3))
+        if choice == 0:
+            return f"{name} IS {'NOT ' if draw(st.booleans()) else ''}NULL"
+        value = draw(values(type_, nullable=False))
+        if type_ == "BOOLEAN":
+            return f"{name} = {sql_literal(value)}"
+        op = draw(st.sampled_from(["=", "<>", "<", ">=", ">"]))
+        return f"{name} {op} {sql_literal(value)}"
+
+    parts = [atom() for _ in range(draw(st.integers(1, 3)))]
+    result = parts[0]
+    for part in parts[1:]:
+        result = f"({result} {draw(st.sampled_from(['AND', 'OR']))} {part})"
+    if draw(st.integers(0, 5)) == 0:
+        result = f"NOT ({result})"
+    return result
+
+
+@st.composite
+def scalar(draw, columns: list[tuple[str, str]]) -> tuple[str, str]:
+    """A projected expression and its type."""
+    name, type_ = draw(st.sampled_from(columns))
+    choice = draw(st.integers(0, 4))
+    if choice == 0 or type_ in ("DATE", "BOOLEAN"):
+        return name, type_
+    if type_ in NUMERIC:
+        if choice == 1:
+            return f"{name} * 2 + 1", type_
+        if choice == 2:
+            return f"CASE WHEN {name} > 0 THEN 'pos' WHEN {name} < 0 THEN 'neg' END", "VARCHAR"
+        if choice == 3:
+            return f"coalesce({name}, 0)", type_
+        return f"CAST({name} AS VARCHAR)", "VARCHAR"
+    if choice == 1:
+        return f"upper({name})", "VARCHAR"
+    if choice == 2:
+        return f"length({name})", "INTEGER"
+    if choice == 3:
+        return f"coalesce({name}, '-') || 'x'", "VARCHAR"
+    return f"CASE WHEN {name} = 'a' THEN 1 ELSE 0 END", "INTEGER"
+
+
+@st.composite
+def aggregate(draw, columns: list[tuple[str, str]]) -> str:
+    name, type_ = draw(st.sampled_from(columns))
+    kinds = [
+        "count(*)",
+        f"count({name})",
+        f"min({name})",
+        f"max({name})",
+        f"count(DISTINCT {name})",
+    ]
+    if type_ in NUMERIC:
+        kinds += [f"sum({name})", f"avg({name})", f"sum({name}) + count(*)"]
+    if type_ == "BOOLEAN":
+        kinds += [f"count(*) FILTER (WHERE {name})"]
+    return draw(st.sampled_from(kinds))
+
+
+@st.composite
+def select_list(draw, columns, aggregated: bool, distinct: bool) -> tuple[list[str], list[str]]:
+    """Select items and group keys."""
+    if not aggregated:
+        exprs = [draw(scalar(columns))[0] for _ in range(draw(st.integers(1, 3)))]
+        return [f"{e} AS o{i}" for i, e in enumerate(exprs)], []
+    keys = [draw(scalar(columns))[0] for _ in range(draw(st.integers(0, 2)))]
+    keys = list(dict.fromkeys(keys))
+    aggs = [draw(aggregate(columns)) for _ in range(draw(st.integers(1, 3)))]
+    items = [f"{k} AS g{i}" for i, k in enumerate(keys)] + [
+        f"{a} AS a{i}" for i, a in enumerate(aggs)
+    ]
+    return items, keys
+
+
+@st.composite
+def views(draw, tables_: list[TableSpec]) -> str:
+    """A view over ``tables_`` (joined on ``k`` when there are several)."""
+    qualified = len(tables_) > 1
+    columns = _columns(tables_, qualified)
+    shape = draw(st.sampled_from(["project", "distinct", "aggregate", "aggregate", "derived"]))
+    from_ = tables_[0].name
+    conditions = []
+    for t in tables_[1:]:
+        style = draw(st.sampled_from(["on", "comma", "theta"]))
+        if style == "on":
+            from_ += f" JOIN {t.name} ON {tables_[0].name}.k = {t.name}.k"
+        elif style == "comma":
+            from_ += f", {t.name}"
+            conditions.append(f"{tables_[0].name}.k = {t.name}.k")
+        else:
+            from_ += f" JOIN {t.name} ON {tables_[0].name}.k <= {t.name}.k + 1"
+    if draw(st.booleans()):
+        conditions.append(draw(predicate(columns)))
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    if shape == "derived":
+        inner_items, _ = draw(select_list(columns, aggregated=False, distinct=False))
+        inner = f"SELECT {', '.join(inner_items)} FROM {from_}{where}"
+        outer_cols = [(f"o{i}", "?") for i in range(len(inner_items))]
+        agg = draw(st.sampled_from(["count(*)", "count(o0)", "min(o0)", "max(o0)"]))
+        if draw(st.booleans()):
+            return f"SELECT o0, {agg} AS n FROM ({inner}) AS s GROUP BY o0"
+        return (
+            f"SELECT {', '.join(c for c, _ in outer_cols)} FROM ({inner}) AS s WHERE o0 IS NOT NULL"
+        )
+    aggregated = shape == "aggregate"
+    items, keys = draw(select_list(columns, aggregated=aggregated, distinct=shape == "distinct"))
+    distinct = "DISTINCT " if shape == "distinct" else ""
+    sql = f"SELECT {distinct}{', '.join(items)} FROM {from_}{where}"
+    if keys:
+        sql += f" GROUP BY {', '.join(keys)}"
+        if draw(st.integers(0, 3)) == 0:
+            sql += f" HAVING count(*) > {draw(st.integers(0, 2))}"
+    return sql
+
+
+# -- changes -----------------------------------------------------------------------------
+@st.composite
+def change(draw, table: TableSpec):
+    kind = draw(st.sampled_from(["insert", "insert", "delete", "update"]))
+    if kind == "insert":
+        return Insert(table.name, tuple(draw(rows(table.columns, min_size=1, max_size=4))))
+    columns = [(c.name, c.type) for c in table.columns]
+    where = draw(predicate(columns))
+    if kind == "delete":
+        return Delete(table.name, where)
+    column = draw(st.sampled_from(table.columns))
+    value = draw(values(column.type))
+    return Update(table.name, f"{column.name} = {sql_literal(value)}", where)
+
+
+@st.composite
+def cycles(draw, tables_: list[TableSpec], max_cycles: int = 4) -> list:
+    """Change windows: each a list of committed batches touching one or several tables."""
+    result = []
+    for _ in range(draw(st.integers(1, max_cycles))):
+        batches = []
+        for _ in range(draw(st.integers(0, 3))):
+            touched = draw(st.lists(st.sampled_from(tables_), min_size=1, max_size=len(tables_)))
+            batches.append(
+                [draw(change(t)) for t in touched for _ in range(draw(st.integers(1, 2)))]
+            )
+        result.append(batches)
+    return result
