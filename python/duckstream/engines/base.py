@@ -143,6 +143,14 @@ class Engine(ABC):
         """A select-list expression that repeats its row ``mult`` times."""
 
     @abstractmethod
+    def replace_rows(
+        self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
+    ) -> list[str]:
+        """Statements that delete the view's rows whose ``keys`` (NULL-safe) are in
+        ``removed`` and insert the rows of ``added`` (all ``columns``, in order): one atomic
+        change of the materialized table, inside the refresh."""
+
+    @abstractmethod
     def fresh_row_ids_base(self) -> exp.Expr:
         """A number such that base + 1 .. base + n are unused ``_ivm_row`` values."""
 

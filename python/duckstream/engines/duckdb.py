@@ -200,6 +200,30 @@ class DuckLakeEngine(Engine):
     def copies(self, mult: exp.Expr) -> exp.Expr:
         return exp.Unnest(expressions=[exp.Anonymous(this="range", expressions=[mult])])
 
+    def replace_rows(
+        self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
+    ) -> list[str]:
+        match = (
+            exp.and_(
+                *(
+                    exp.NullSafeEQ(
+                        this=exp.column(k, table="_ivm_k", quoted=True),
+                        expression=exp.column(k, table="_ivm_t", quoted=True),
+                    )
+                    for k in keys
+                )
+            )
+            if keys
+            else exp.true()
+        )
+        gone = exp.Exists(this=exp.select("1").from_(exp.paren(removed).as_("_ivm_k")).where(match))
+        names = ", ".join(exp.to_identifier(c, quoted=True).sql("duckdb") for c in columns)
+        mv = self.tgt.fqn
+        return [
+            f"DELETE FROM {mv} AS _ivm_t WHERE {gone.sql('duckdb')}",
+            f"INSERT INTO {mv} ({names}) {added.sql('duckdb')}",
+        ]
+
     def fresh_row_ids_base(self) -> exp.Expr:
         # The MV catalog's snapshot at the start of this refresh, shifted left 32 bits: every
         # refresh that inserts commits a new snapshot, so the next base is larger.

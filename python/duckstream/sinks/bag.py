@@ -80,6 +80,7 @@ class BagSink(Sink):
             f" WHERE d._ivm_mult < 0) AS _ivm_x WHERE _ivm_rn <= _ivm_k",
             dialect=dialect,
         )
+        assert isinstance(doomed, exp.Query)
         copies = (
             exp.select(
                 *(col(c, "d") for c in cols),
@@ -88,8 +89,8 @@ class BagSink(Sink):
             .from_(exp.to_table(delta).as_("d"))
             .where(f"d.{MULT} > 0")
         )
+        columns = [*self.visible_columns(), ROW]
         return [
             self.engine.create_temp(delta, numbered_net),
-            f"DELETE FROM {self.mv} WHERE {ROW} IN ({doomed.sql(dialect)})",
-            self._insert(self._numbered(copies)),
+            *self.engine.replace_rows([ROW], doomed, self._numbered(copies), columns),
         ]

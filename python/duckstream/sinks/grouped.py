@@ -211,7 +211,6 @@ class GroupedSink(Sink):
         return exp.or_(*conditions)
 
     def maintain(self) -> list[str]:
-        dialect = self.engine.dialect
         delta, new, rescan = self.temp("delta"), self.temp("new"), self.temp("rescan")
         keys = [f"_ivm_g{i}" for i in range(len(self.groups))]
         unique_keys = list(dict.fromkeys(self.key_columns))
@@ -296,15 +295,7 @@ class GroupedSink(Sink):
                 trusted, exp.select(*(col(c) for c in state_cols)).from_(rescan), distinct=False
             )
         # (4) replace the affected groups
-        gone = exp.Exists(
-            this=exp.select("1")
-            .from_(exp.to_table(new).as_("n"))
-            .where(
-                null_safe_match(
-                    [col(k, "n") for k in unique_keys], [col(k, "_ivm_t") for k in unique_keys]
-                )
-            )
-        )
-        statements.append(f"DELETE FROM {self.mv} AS _ivm_t WHERE {gone.sql(dialect)}")
-        statements.append(self._insert(self._finish(rows, keep_empty=self.is_global)))
+        affected = exp.select(*([col(k) for k in unique_keys] or ["1"])).from_(new)
+        added = self._finish(rows, keep_empty=self.is_global)
+        statements += self.engine.replace_rows(unique_keys, affected, added, self.all_columns())
         return statements
