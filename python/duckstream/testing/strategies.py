@@ -114,76 +114,99 @@ def scalar(draw, columns: list[tuple[str, str]]) -> tuple[str, str]:
     return f"CASE WHEN {name} = 'a' THEN 1 ELSE 0 END", "INTEGER"
 
 
+AGGREGATES = ["count_star", "count", "sum", "avg", "min", "max", "count_distinct", "filtered"]
+SHAPES = ["project", "distinct", "aggregate", "global", "having", "derived"]
+
+
 @st.composite
-def aggregate(draw, columns: list[tuple[str, str]]) -> str:
-    name, type_ = draw(st.sampled_from(columns))
-    kinds = [
-        "count(*)",
-        f"count({name})",
-        f"min({name})",
-        f"max({name})",
-        f"count(DISTINCT {name})",
-    ]
+def aggregate(draw, columns: list[tuple[str, str]], kind: str | None = None) -> str:
+    """An aggregate call; ``kind`` (one of AGGREGATES) forces the function."""
+    numeric = [c for c in columns if c[1] in NUMERIC]
+    pool = numeric if kind in ("sum", "avg") and numeric else columns
+    name, type_ = draw(st.sampled_from(pool))
+    calls = {
+        "count_star": "count(*)",
+        "count": f"count({name})",
+        "min": f"min({name})",
+        "max": f"max({name})",
+        "count_distinct": f"count(DISTINCT {name})",
+        "filtered": f"count(*) FILTER (WHERE {name} IS NOT NULL)",
+        "sum": f"sum(length(CAST({name} AS VARCHAR)))",
+        "avg": f"avg(length(CAST({name} AS VARCHAR)))",
+    }
     if type_ in NUMERIC:
-        kinds += [f"sum({name})", f"avg({name})", f"sum({name}) + count(*)"]
-    if type_ == "BOOLEAN":
-        kinds += [f"count(*) FILTER (WHERE {name})"]
-    return draw(st.sampled_from(kinds))
+        calls |= {"sum": f"sum({name})", "avg": f"avg({name})"}
+        calls["mixed"] = f"sum({name}) + count(*)"
+    if kind is not None:
+        return calls[kind]
+    return draw(st.sampled_from(sorted(calls.values())))
 
 
 @st.composite
-def select_list(draw, columns, aggregated: bool, distinct: bool) -> tuple[list[str], list[str]]:
+def select_list(
+    draw, columns, aggregated: bool, kind: str | None = None, min_keys: int = 0
+) -> tuple[list[str], list[str]]:
     """Select items and group keys."""
     if not aggregated:
         exprs = [draw(scalar(columns))[0] for _ in range(draw(st.integers(1, 3)))]
         return [f"{e} AS o{i}" for i, e in enumerate(exprs)], []
-    keys = [draw(scalar(columns))[0] for _ in range(draw(st.integers(0, 2)))]
+    keys = [draw(scalar(columns))[0] for _ in range(draw(st.integers(min_keys, 2)))]
     keys = list(dict.fromkeys(keys))
-    aggs = [draw(aggregate(columns)) for _ in range(draw(st.integers(1, 3)))]
-    items = [f"{k} AS g{i}" for i, k in enumerate(keys)] + [
-        f"{a} AS a{i}" for i, a in enumerate(aggs)
-    ]
-    return items, keys
+    aggs = [draw(aggregate(columns, kind)) for _ in range(draw(st.integers(1, 2)))]
+    if kind is not None and draw(st.booleans()):
+        aggs.append(draw(aggregate(columns)))
+    items = [f"{k} AS g{i}" for i, k in enumerate(keys)]
+    return items + [f"{a} AS a{i}" for i, a in enumerate(aggs)], keys
 
 
-@st.composite
-def views(draw, tables_: list[TableSpec]) -> str:
-    """A view over ``tables_`` (joined on ``k`` when there are several)."""
-    qualified = len(tables_) > 1
-    columns = _columns(tables_, qualified)
-    shape = draw(st.sampled_from(["project", "distinct", "aggregate", "aggregate", "derived"]))
-    from_ = tables_[0].name
-    conditions = []
+def _from_clause(draw, tables_: list[TableSpec]) -> tuple[str, list[str]]:
+    """FROM over ``tables_``, joined on ``k`` in a random syntax; join conditions for WHERE."""
+    first = tables_[0].name
+    from_, conditions = first, []
     for t in tables_[1:]:
         style = draw(st.sampled_from(["on", "comma", "theta"]))
         if style == "on":
-            from_ += f" JOIN {t.name} ON {tables_[0].name}.k = {t.name}.k"
+            from_ += f" JOIN {t.name} ON {first}.k = {t.name}.k"
         elif style == "comma":
             from_ += f", {t.name}"
-            conditions.append(f"{tables_[0].name}.k = {t.name}.k")
+            conditions.append(f"{first}.k = {t.name}.k")
         else:
-            from_ += f" JOIN {t.name} ON {tables_[0].name}.k <= {t.name}.k + 1"
+            from_ += f" JOIN {t.name} ON {first}.k <= {t.name}.k + 1"
+    return from_, conditions
+
+
+@st.composite
+def views(draw, tables_: list[TableSpec], shape: str | None = None, kind: str | None = None):
+    """A view over ``tables_`` (joined on ``k`` when there are several); ``shape`` (one of
+    SHAPES) and ``kind`` (one of AGGREGATES) focus it on one construct."""
+    columns = _columns(tables_, qualified=len(tables_) > 1)
+    if shape is None:
+        shape = "aggregate" if kind else draw(st.sampled_from(SHAPES))
+    from_, conditions = _from_clause(draw, tables_)
     if draw(st.booleans()):
         conditions.append(draw(predicate(columns)))
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     if shape == "derived":
-        inner_items, _ = draw(select_list(columns, aggregated=False, distinct=False))
+        inner_items, _ = draw(select_list(columns, aggregated=False))
         inner = f"SELECT {', '.join(inner_items)} FROM {from_}{where}"
-        outer_cols = [(f"o{i}", "?") for i in range(len(inner_items))]
+        names = ", ".join(f"o{i}" for i in range(len(inner_items)))
         agg = draw(st.sampled_from(["count(*)", "count(o0)", "min(o0)", "max(o0)"]))
         if draw(st.booleans()):
             return f"SELECT o0, {agg} AS n FROM ({inner}) AS s GROUP BY o0"
-        return (
-            f"SELECT {', '.join(c for c, _ in outer_cols)} FROM ({inner}) AS s WHERE o0 IS NOT NULL"
-        )
-    aggregated = shape == "aggregate"
-    items, keys = draw(select_list(columns, aggregated=aggregated, distinct=shape == "distinct"))
+        return f"SELECT {names} FROM ({inner}) AS s WHERE o0 IS NOT NULL"
+    aggregated = shape in ("aggregate", "global", "having")
+    min_keys = 1 if shape == "having" else 0
+    items, keys = draw(select_list(columns, aggregated, kind=kind, min_keys=min_keys))
+    if shape == "global":
+        items, keys = [i for i in items if " AS g" not in i], []
     distinct = "DISTINCT " if shape == "distinct" else ""
     sql = f"SELECT {distinct}{', '.join(items)} FROM {from_}{where}"
     if keys:
         sql += f" GROUP BY {', '.join(keys)}"
-        if draw(st.integers(0, 3)) == 0:
-            sql += f" HAVING count(*) > {draw(st.integers(0, 2))}"
+    if shape == "having":
+        key = columns[0][0]
+        having = draw(st.sampled_from(["count(*) > 1", "count(*) = 1", f"min({key}) >= 0"]))
+        sql += f" HAVING {having}"
     return sql
 
 
