@@ -1,0 +1,117 @@
+"""Every construct the compiler cannot maintain raises UnsupportedSQLError naming it; SQL that
+cannot be read raises ViewSQLError with the parser's message; run-time problems (a missing
+source, an altered or recreated source) stop the refresh cleanly, changing nothing."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from duckstream import UnsupportedSQLError, ViewSQLError, compile_ivm
+from duckstream.runtime import refresh, setup
+from duckstream.testing.differential import DuckLakeHarness
+
+UNSUPPORTED = {
+    "window_function": "SELECT a, row_number() OVER (ORDER BY a) FROM t",
+    "limit": "SELECT a FROM t LIMIT 10",
+    "nondeterministic_function": "SELECT a, random() AS r FROM t",
+    "outer_join": "SELECT t.a FROM t LEFT JOIN u ON t.a = u.a",
+    "set_operation": "SELECT a FROM t UNION SELECT a FROM u",
+    "subquery": "SELECT a FROM t WHERE a IN (SELECT a FROM u)",
+    "reserved_name": "SELECT _ivm_count FROM t",
+    "grouping_sets": "SELECT a, count(*) FROM t GROUP BY ROLLUP (a)",
+    "qualify": "SELECT a FROM t QUALIFY a > 1",
+    "distinct_on": "SELECT DISTINCT ON (a) a, b FROM t",
+    "star": "SELECT * FROM t",
+    "natural_join": "SELECT t.a FROM t NATURAL JOIN u",
+    "table_function": "SELECT * FROM range(10)",
+    "no_source": "SELECT 1 AS one",
+    "duplicate_column": "SELECT a, b AS a FROM t",
+    "time_travel": "SELECT a FROM t AT (VERSION => 3)",
+}
+
+
+@pytest.mark.parametrize("feature", sorted(UNSUPPORTED))
+def test_unsupported_construct_is_named(feature):
+    with pytest.raises(UnsupportedSQLError) as raised:
+        compile_ivm(UNSUPPORTED[feature])
+    assert raised.value.feature == feature
+    assert raised.value.message
+
+
+@pytest.mark.parametrize("sql", ["SELEC a FROM t", "SELECT a FROM", "SELECT (a FROM t", ""])
+def test_syntax_error_is_a_clear_view_error(sql):
+    with pytest.raises(ViewSQLError, match="view"):
+        compile_ivm(sql)
+
+
+def test_not_a_select():
+    with pytest.raises(ViewSQLError, match="SELECT"):
+        compile_ivm("DELETE FROM t")
+    with pytest.raises(ViewSQLError, match="exactly one"):
+        compile_ivm("SELECT a FROM t; SELECT b FROM t")
+
+
+def test_star_expands_with_a_schema():
+    plan = compile_ivm("SELECT * FROM t", schema={"dl": {"main": {"t": {"a": "INT", "b": "INT"}}}})
+    assert plan.output_columns == ["a", "b"]
+
+
+def test_missing_source_table_fails_setup_cleanly(lake):
+    plan = compile_ivm("SELECT a FROM nope")
+    with pytest.raises(duckdb.Error, match="nope"):
+        setup(lake, plan)
+    lake.execute("SELECT 1")  # the connection is usable: the transaction was rolled back
+
+
+def _setup_simple(lake):
+    harness = DuckLakeHarness(lake)
+    lake.execute("CREATE TABLE dl.main.t (a INTEGER, b VARCHAR)")
+    lake.execute("INSERT INTO dl.main.t VALUES (1, 'x'), (2, 'y')")
+    plan = harness.compile("SELECT a, count(*) AS n FROM t GROUP BY a")
+    setup(lake, plan)
+    return harness, plan
+
+
+def _cursor(lake):
+    return lake.execute("SELECT last_snapshot FROM dl.main._ivm_cursors").fetchall()
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "ALTER TABLE dl.main.t ADD COLUMN c INTEGER",
+        "CREATE OR REPLACE TABLE dl.main.t AS SELECT 5 AS a, 'z' AS b",
+    ],
+)
+def test_altered_or_recreated_source_requires_rebuild(lake, ddl):
+    harness, plan = _setup_simple(lake)
+    before, rows = _cursor(lake), harness.rows(plan.query_mv)
+    lake.execute(ddl)
+    with pytest.raises(duckdb.Error, match="rebuild required"):
+        refresh(lake, plan)
+    assert _cursor(lake) == before
+    assert harness.rows(plan.query_mv) == rows
+
+
+def test_failed_refresh_changes_nothing_and_next_refresh_catches_up(lake):
+    harness, plan = _setup_simple(lake)
+    lake.execute("INSERT INTO dl.main.t VALUES (1, 'z'), (3, 'w')")
+    broken = plan.maintain[:-3] + ["SELECT error('boom')"] + plan.maintain[-3:]
+    before = harness.rows(plan.query_mv)
+    with pytest.raises(duckdb.Error, match="boom"):
+        refresh(lake, type(plan)(**{**plan.__dict__, "maintain": broken}))
+    assert harness.rows(plan.query_mv) == before
+    refresh(lake, plan)
+    harness.check(plan, "SELECT a, count(*) AS n FROM t GROUP BY a")
+
+
+def test_expired_cursor_snapshot_requires_rebuild(lake):
+    harness, plan = _setup_simple(lake)
+    (cursor,) = _cursor(lake)[0]
+    lake.execute("INSERT INTO dl.main.t VALUES (9, 'q')")
+    lake.execute(f"CALL ducklake_expire_snapshots('dl', versions => [{cursor}])")
+    with pytest.raises(duckdb.Error, match="rebuild required: cursor snapshot"):
+        refresh(lake, plan)
+    setup(lake, plan)  # the rebuild: initialize again from the current snapshot
+    harness.check(plan, "SELECT a, count(*) AS n FROM t GROUP BY a")
