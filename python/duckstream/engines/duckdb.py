@@ -129,54 +129,59 @@ class DuckLakeEngine(Engine):
         return statements
 
     def pin_window(self) -> list[str]:
+        """Pin the end snapshots, then read this view's cursors once (a DuckLake read costs
+        tens of milliseconds; the temp copy costs nothing) and check them in one statement."""
         mv = _lit(self.tgt.name)
-        statements = self._pin_ends()
+        window = self.temp_table(f"_ivm_{self.slug()}_window").sql("duckdb")
+        rows = []
         for s in self.sources:
-            row = (
-                f"FROM {self.tgt.cursors_fqn} WHERE mv_name = {mv} AND source_table = {_lit(s.fqn)}"
+            cursor, end = "c.last_snapshot", self._end(s.catalog).sql("duckdb")
+            table_id = "CAST(c.table_id AS VARCHAR)"
+            snapshots = f"ducklake_snapshots({_lit(s.catalog)})"
+            in_window = f"FROM {snapshots} AS w WHERE w.snapshot_id > {cursor}"
+            in_window += f" AND w.snapshot_id <= {end}"
+            rows.append(
+                f"SELECT {s.index} AS source, {_lit(s.fqn)} AS source_table,"
+                f" c.last_snapshot AS cursor_snapshot, c.table_id,"
+                f" EXISTS (SELECT 1 FROM {snapshots} AS w WHERE w.snapshot_id = {cursor})"
+                " AS cursor_exists,"
+                f" EXISTS (SELECT 1 {in_window} AND (list_contains(coalesce("
+                f"w.changes['tables_altered'], []), {table_id}) OR list_contains(coalesce("
+                f"w.changes['tables_dropped'], []), {table_id}))) AS altered,"
+                f" EXISTS (SELECT 1 {in_window} AND list_contains("
+                f"flatten(map_values(w.changes)), {table_id})) AS changed"
+                f" FROM {self.tgt.cursors_fqn} AS c"
+                f" WHERE c.mv_name = {mv} AND c.source_table = {_lit(s.fqn)}"
             )
-            statements.append(
-                f"SELECT CASE WHEN (SELECT count(*) {row}) <> 1 THEN error("
-                f"{_lit(f'duckstream: rebuild required: no cursor for source {s.fqn}')}) END"
-            )
-            statements.append(
-                self.set_runtime_value(
-                    f"cursor_{s.index}", parse_one(f"SELECT last_snapshot {row}")
+        statements = self._pin_ends()
+        statements.append(f"CREATE OR REPLACE TEMP TABLE {window} AS {' UNION ALL '.join(rows)}")
+        expected = len(self.sources)
+        problem = (
+            f"SELECT CASE"
+            f" WHEN (SELECT count(DISTINCT source) FROM {window}) <> {expected}"
+            f" OR (SELECT count(*) FROM {window}) <> {expected}"
+            " THEN 'no single cursor for every source (initialize the view)'"
+            f" WHEN EXISTS (SELECT 1 FROM {window} WHERE NOT cursor_exists)"
+            f" THEN 'cursor snapshot of ' || (SELECT min(source_table) FROM {window}"
+            " WHERE NOT cursor_exists) || ' was expired'"
+            f" WHEN EXISTS (SELECT 1 FROM {window} WHERE altered)"
+            f" THEN 'source ' || (SELECT min(source_table) FROM {window} WHERE altered)"
+            " || ' was altered or recreated' END"
+        )
+        statements.append(
+            f"SELECT error('duckstream: rebuild required: ' || problem) FROM ({problem}) AS p(problem)"
+            " WHERE problem IS NOT NULL"
+        )
+        for s in self.sources:
+            for name, column in (
+                (f"cursor_{s.index}", "cursor_snapshot"),
+                (f"changed_{s.index}", "changed"),
+            ):
+                statements.append(
+                    self.set_runtime_value(
+                        name, parse_one(f"SELECT {column} FROM {window} WHERE source = {s.index}")
+                    )
                 )
-            )
-            statements.append(
-                self.set_runtime_value(f"table_{s.index}", parse_one(f"SELECT table_id {row}"))
-            )
-            cursor = self._cursor(s).sql("duckdb")
-            end = self._end(s.catalog).sql("duckdb")
-            table_id = f"CAST({self.runtime_value(f'table_{s.index}').sql('duckdb')} AS VARCHAR)"
-            window = (
-                f"FROM ducklake_snapshots({_lit(s.catalog)})"
-                f" WHERE snapshot_id > {cursor} AND snapshot_id <= {end}"
-            )
-            expired = f"duckstream: rebuild required: cursor snapshot of {s.fqn} was expired"
-            statements.append(
-                f"SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM ducklake_snapshots({_lit(s.catalog)})"
-                f" WHERE snapshot_id = {cursor}) THEN error({_lit(expired)}) END"
-            )
-            altered = f"duckstream: rebuild required: source {s.fqn} was altered or recreated"
-            statements.append(
-                "SELECT CASE WHEN EXISTS (SELECT 1 "
-                + window
-                + f" AND (list_contains(coalesce(changes['tables_altered'], []), {table_id})"
-                f" OR list_contains(coalesce(changes['tables_dropped'], []), {table_id})))"
-                f" THEN error({_lit(altered)}) END"
-            )
-            statements.append(
-                self.set_runtime_value(
-                    f"changed_{s.index}",
-                    parse_one(
-                        "SELECT EXISTS (SELECT 1 "
-                        + window
-                        + f" AND list_contains(flatten(map_values(changes)), {table_id}))"
-                    ),
-                )
-            )
         any_changed = " OR ".join(self.changed(s).sql("duckdb") for s in self.sources) or "false"
         statements.append(f"SET VARIABLE {self._var('changed')} = ({any_changed})")
         return statements
