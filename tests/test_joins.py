@@ -81,7 +81,8 @@ JOIN_VIEWS = {
         " WHERE c.id = o.customer AND c.nation = n.id"
     ),
     "using": (
-        "SELECT id, name, region FROM customers JOIN (SELECT id, region FROM nations) AS x USING (id)"
+        "SELECT id, name, region FROM customers"
+        " JOIN (SELECT id, region FROM nations) AS x USING (id)"
     ),
     "theta": "SELECT c.name, o.id FROM customers c JOIN orders o ON o.amount > c.id",
     "or_predicate": (

@@ -169,8 +169,8 @@ class DuckLakeEngine(Engine):
             " || ' was altered or recreated' END"
         )
         statements.append(
-            f"SELECT error('duckstream: rebuild required: ' || problem) FROM ({problem}) AS p(problem)"
-            " WHERE problem IS NOT NULL"
+            "SELECT error('duckstream: rebuild required: ' || problem)"
+            f" FROM ({problem}) AS p(problem) WHERE problem IS NOT NULL"
         )
         for s in self.sources:
             for name, column in (
