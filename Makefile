@@ -15,18 +15,18 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: venv
-	$(BIN)/ruff check python tests bench
-	$(BIN)/ruff format --check python tests bench
+	$(BIN)/ruff check python tests bench integration_tests
+	$(BIN)/ruff format --check python tests bench integration_tests
 	$(BIN)/ty check python
 
 test: lint
 	$(BIN)/python -m pytest -q
 
 demo: venv
-	$(BIN)/python -m duckstream.demo
+	$(BIN)/python -m duckstream.demo_dbt
 
 bench: venv
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) demo .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) demo integration_tests/lake .pytest_cache .ruff_cache .hypothesis

@@ -12,7 +12,7 @@ from duckstream.testing.ducklake import connect_ducklake
 # CI runs the default profile; DUCKSTREAM_DEEP=1 (or HYPOTHESIS_PROFILE=deep) digs deeper.
 settings.register_profile(
     "ci",
-    max_examples=int(os.environ.get("DUCKSTREAM_EXAMPLES", "25")),
+    max_examples=int(os.environ.get("DUCKSTREAM_EXAMPLES", "30")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     derandomize=True,

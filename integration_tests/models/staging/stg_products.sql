@@ -1,0 +1,2 @@
+select product_id, name as product_name, category
+from {{ source('shop', 'products') }}

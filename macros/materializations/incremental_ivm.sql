@@ -1,0 +1,43 @@
+{#-
+  incremental_ivm: a table kept equal to the model's SELECT by applying the sources' DuckLake
+  change feed (duckstream). The Python side (adapter.ivm_materialize) decides between
+  building, rebuilding and maintaining, and runs its own transaction; this macro only
+  orchestrates hooks, grants and docs around it, as dbt's table materialization does.
+
+  Configs: ivm_on_unsupported ('fail' | 'full_refresh'), on_schema_change ('fail' stops when
+  the model's columns change; otherwise the table is rebuilt), full_refresh, grants,
+  persist_docs, pre_hook / post_hook.
+-#}
+{% materialization incremental_ivm, adapter='duckstream', supported_languages=['sql'] %}
+  {%- set existing_relation = load_cached_relation(this) -%}
+  {%- set target_relation = this.incorporate(type='table') -%}
+  {%- set grant_config = config.get('grants') -%}
+
+  {{ run_hooks(pre_hooks, inside_transaction=False) }}
+  {{ run_hooks(pre_hooks, inside_transaction=True) }}
+
+  {% if existing_relation is not none and not existing_relation.is_table %}
+    {% do adapter.drop_relation(existing_relation) %}
+  {% endif %}
+
+  {% set outcome = adapter.ivm_materialize(
+      target_relation,
+      compiled_code,
+      model,
+      full_refresh=should_full_refresh(),
+      on_unsupported=config.get('ivm_on_unsupported', 'fail'),
+      on_schema_change=config.get('on_schema_change'),
+  ) %}
+  {% do store_raw_result('main', message=outcome['message'], code='OK', rows_affected=outcome['rows']) %}
+
+  {{ run_hooks(post_hooks, inside_transaction=True) }}
+  {% do apply_grants(target_relation, grant_config, should_revoke=not outcome['replaced']) %}
+  {% if outcome['replaced'] or adapter.ivm_docs_differ(target_relation, model) %}
+    {% do persist_docs(target_relation, model) %}
+  {% endif %}
+  {% do adapter.ivm_end_transaction() %}
+
+  {{ run_hooks(post_hooks, inside_transaction=False) }}
+
+  {{ return({'relations': [target_relation]}) }}
+{% endmaterialization %}

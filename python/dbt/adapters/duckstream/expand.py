@@ -1,0 +1,166 @@
+"""Inline the views a model reads, so the compiler sees base tables.
+
+dbt ``view`` models are views in the catalog: a model that ``ref()``s one reads it by name.
+The compiler maintains base tables only (a view has no change feed), so each view is replaced
+by its definition as a derived table, recursively, under the name the model used for it.
+Unqualified tables inside a view resolve in the view's own catalog and schema.
+
+>>> views = {("lake", "main", "stg"): "CREATE VIEW stg AS SELECT id, amount FROM raw_orders"}
+>>> expand_views("SELECT s.id FROM lake.main.stg AS s", views, catalog="lake", schema="main")
+'SELECT s.id FROM (SELECT id, amount FROM lake.main.raw_orders) AS s'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import sqlglot
+from sqlglot import exp
+
+ViewKey = tuple[str, str, str]
+
+MAX_DEPTH = 32
+
+
+class Connection(Protocol):
+    def execute(self, query: str, /, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def expand_views(
+    sql: str,
+    views: Mapping[ViewKey, str],
+    *,
+    catalog: str,
+    schema: str,
+    dialect: str = "duckdb",
+) -> str:
+    """``sql`` with every view of ``views`` it reads replaced by the view's query.
+
+    ``views`` maps lower-cased ``(catalog, schema, name)`` to the view's ``CREATE VIEW``
+    statement (as ``duckdb_views()`` returns it). Returns ``sql`` unchanged when it reads no
+    view. Tables written ``a.b`` resolve as schema ``a`` of ``catalog`` first, then as catalog
+    ``a`` (schema ``main``), as DuckDB resolves them.
+    """
+    tree = sqlglot.parse_one(sql, dialect=dialect)
+    if not _inline(tree, views, catalog, schema, dialect, depth=0):
+        return sql
+    return tree.sql(dialect=dialect)
+
+
+def table_columns(
+    con: Connection, sql: str, *, catalog: str, schema: str, dialect: str = "duckdb"
+) -> dict[str, dict[str, dict[str, dict[str, str]]]]:
+    """Columns and types of the tables ``sql`` reads, nested by catalog and schema.
+
+    The compiler's ``schema=`` argument: it lets ``SELECT *`` expand (dbt staging views often
+    are ``select *``). Columns named ``_ivm_*`` are left out: ``*`` over an ``incremental_ivm``
+    model's table means its visible columns.
+    """
+    tree = sqlglot.parse_one(sql, dialect=dialect)
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    wanted: set[ViewKey] = set()
+    for table in tree.find_all(exp.Table):
+        if isinstance(table.this, exp.Identifier):
+            wanted.update(_candidates(table, catalog, schema, ctes))
+    if not wanted:
+        return {}
+    keys = ", ".join("(?, ?, ?)" for _ in wanted)
+    rows = con.execute(
+        "SELECT c.database_name, c.schema_name, c.table_name, c.column_name, c.data_type"
+        f" FROM duckdb_columns() AS c JOIN (VALUES {keys}) AS w(d, s, t)"
+        " ON lower(c.database_name) = w.d AND lower(c.schema_name) = w.s"
+        " AND lower(c.table_name) = w.t"
+        " WHERE NOT starts_with(c.column_name, '_ivm_') ORDER BY c.column_index",
+        [part for key in sorted(wanted) for part in key],
+    ).fetchall()
+    columns: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
+    for database, schema_name, table_name, column, data_type in rows:
+        tables = columns.setdefault(database, {}).setdefault(schema_name, {})
+        tables.setdefault(table_name, {})[column] = data_type
+    return columns
+
+
+def catalog_views(con: Connection) -> dict[ViewKey, str]:
+    """Every user view the connection can see, keyed as :func:`expand_views` wants."""
+    rows = con.execute(
+        "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
+    ).fetchall()
+    return {(d.lower(), s.lower(), v.lower()): sql for d, s, v, sql in rows}
+
+
+def _inline(
+    tree: exp.Expr,
+    views: Mapping[ViewKey, str],
+    catalog: str,
+    schema: str,
+    dialect: str,
+    depth: int,
+) -> bool:
+    """Replace views read in ``tree`` in place; return whether any was replaced."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"views nest deeper than {MAX_DEPTH} levels (a cycle?)")
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    replaced = False
+    for table in list(tree.find_all(exp.Table)):
+        if not isinstance(table.this, exp.Identifier):
+            continue  # a table function
+        key = _resolve(table, views, catalog, schema, ctes)
+        if key is None:
+            continue
+        query, columns = _view_query(views[key], dialect)
+        _qualify(query, key[0], key[1])
+        _inline(query, views, key[0], key[1], dialect, depth + 1)
+        alias = exp.TableAlias(this=exp.to_identifier(table.alias_or_name))
+        if columns:
+            alias.set("columns", columns)
+        table.replace(exp.Subquery(this=query, alias=alias))
+        replaced = True
+    return replaced
+
+
+def _resolve(
+    table: exp.Table,
+    views: Mapping[ViewKey, str],
+    catalog: str,
+    schema: str,
+    ctes: set[str],
+) -> ViewKey | None:
+    return next((c for c in _candidates(table, catalog, schema, ctes) if c in views), None)
+
+
+def _candidates(table: exp.Table, catalog: str, schema: str, ctes: set[str]) -> list[ViewKey]:
+    """What a table name can mean, in DuckDB's order (none for a CTE's name)."""
+    name = table.name.lower()
+    if table.catalog:
+        return [(table.catalog.lower(), table.db.lower(), name)]
+    if table.db:
+        return [(catalog.lower(), table.db.lower(), name), (table.db.lower(), "main", name)]
+    if name in ctes:
+        return []
+    return [(catalog.lower(), schema.lower(), name)]
+
+
+def _view_query(create_sql: str, dialect: str) -> tuple[exp.Query, list[exp.Identifier]]:
+    """The query of a ``CREATE VIEW`` statement, and its column list if it has one."""
+    statement = sqlglot.parse_one(create_sql, dialect=dialect)
+    query = statement.expression if isinstance(statement, exp.Create) else statement
+    while isinstance(query, exp.Subquery) and not query.alias:
+        query = query.this  # CREATE VIEW v AS (SELECT ...)
+    if not isinstance(query, exp.Query):
+        raise ValueError(f"cannot read the view definition: {create_sql}")
+    target = statement.this if isinstance(statement, exp.Create) else None
+    columns = []
+    if isinstance(target, exp.Schema):
+        columns = [exp.to_identifier(c.name) for c in target.expressions]
+    return query, columns
+
+
+def _qualify(query: exp.Expr, catalog: str, schema: str) -> None:
+    """Give unqualified tables inside a view the view's catalog and schema."""
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    for table in query.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier) or table.db or table.name.lower() in ctes:
+            continue
+        table.set("db", exp.to_identifier(schema))
+        table.set("catalog", exp.to_identifier(catalog))

@@ -1,0 +1,179 @@
+"""`make demo`: the integration tests' shop, maintained by dbt with ``incremental_ivm``.
+
+In ./demo: create the sources in a DuckLake, ``dbt seed`` and ``dbt run`` (first build), commit
+a batch of source changes, ``dbt run`` again (incremental refreshes, each model's log line says
+what it did), ``dbt test`` (every model equals a recomputation), and time the incremental run
+against ``dbt run --full-refresh`` of the same models.
+
+    python -m duckstream.demo_dbt [--dir demo] [--scale 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+# The models downstream of the (unchanged) staging views: dbt-incremental and incremental_ivm.
+MAINTAINED = ("--select", "path:models/intermediate", "path:models/marts", "--threads", "4")
+LAKE_VARIABLE = "DUCKSTREAM_LAKE_DIR"
+IVM_ACTIONS = ("built", "rebuilt", "incremental", "up to date", "recomputed")
+
+
+@dataclass
+class Invocation:
+    """One dbt command: success, wall time, and per node (status, message, seconds)."""
+
+    args: list[str]
+    success: bool
+    seconds: float
+    nodes: dict[str, tuple[str, str, float]] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+    def ivm_seconds(self) -> float:
+        """Time spent in incremental_ivm models (their messages say what they did)."""
+        return sum(
+            seconds
+            for _, message, seconds in self.nodes.values()
+            if message.startswith(IVM_ACTIONS)
+        )
+
+
+def find_project() -> Path:
+    """The repository's integration_tests/ dbt project."""
+    for base in (Path(__file__).resolve().parents[2], Path.cwd()):
+        if (base / "integration_tests" / "dbt_project.yml").is_file():
+            return base / "integration_tests"
+    raise SystemExit("duckstream demo: integration_tests/ not found (run from the repository)")
+
+
+@dataclass
+class Shop:
+    """A copy of the integration tests' project in ``root/project``, its DuckLake in
+    ``root/lake``; runs dbt in-process and the project's scripts on the lake."""
+
+    project: Path
+    lake: Path
+
+    @classmethod
+    def create(cls, root: Path, source: Path | None = None) -> Shop:
+        """Copy the project into a fresh ``root``."""
+        shutil.rmtree(root, ignore_errors=True)
+        project = root / "project"
+        shutil.copytree(
+            source or find_project(),
+            project,
+            ignore=shutil.ignore_patterns("target", "logs", "lake", "dbt_packages", "__pycache__"),
+        )
+        (root / "lake").mkdir(parents=True)
+        return cls(project, root / "lake")
+
+    def dbt(self, *args: str) -> Invocation:
+        """Run one dbt command in-process (dbtRunner); the profile finds the lake by
+        ``$DUCKSTREAM_LAKE_DIR``, set for the call."""
+        from dbt.cli.main import dbtRunner
+
+        log: list[str] = []
+
+        def collect(event: Any) -> None:
+            if event.info.name in ("AdapterEventInfo", "AdapterEventWarning"):
+                log.append(event.info.msg)
+
+        project = str(self.project)
+        argv = [*args, "--project-dir", project, "--profiles-dir", project, "--quiet"]
+        previous = os.environ.get(LAKE_VARIABLE)
+        os.environ[LAKE_VARIABLE] = str(self.lake)
+        started = time.perf_counter()
+        try:
+            result = dbtRunner(callbacks=[collect]).invoke(argv)
+        finally:
+            if previous is None:
+                del os.environ[LAKE_VARIABLE]
+            else:
+                os.environ[LAKE_VARIABLE] = previous
+        invocation = Invocation(list(args), result.success, time.perf_counter() - started, log=log)
+        for node in getattr(result.result, "results", None) or []:
+            invocation.nodes[node.node.name] = (
+                str(node.status),
+                str(node.message or ""),
+                float(node.execution_time or 0.0),
+            )
+        return invocation
+
+    def connect(self) -> Any:
+        """A DuckDB connection with the lake attached as ``lake`` (close it before dbt runs)."""
+        return self.script("lake").connect(str(self.lake))
+
+    def setup_sources(self, scale: int = 1) -> None:
+        self._with_lake("setup_sources", scale=scale)
+
+    def apply_changes(self, batch: int) -> dict[str, int]:
+        return self._with_lake("apply_changes", batch=batch)
+
+    def script(self, name: str) -> ModuleType:
+        """Import ``scripts/<name>.py`` of the project (the scripts import each other)."""
+        scripts = str(self.project / "scripts")
+        if scripts not in sys.path:
+            sys.path.insert(0, scripts)
+        spec = importlib.util.spec_from_file_location(name, self.project / "scripts" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    def _with_lake(self, work: str, **kwargs: Any) -> Any:
+        con = self.connect()
+        try:
+            return getattr(self.script(work), work)(con, **kwargs)
+        finally:
+            con.close()
+
+
+def show(title: str, invocation: Invocation, only: str | None = None) -> None:
+    state = "ok" if invocation.success else "FAILED"
+    print(f"\n$ dbt {' '.join(invocation.args)}   [{state}, {invocation.seconds:.1f} s]")
+    shown = 0
+    for name, (status, message, seconds) in sorted(invocation.nodes.items()):
+        if only is None or only in message or status not in ("success", "pass"):
+            print(f"  {name:28s} {status:8s} {message}  ({seconds:.2f} s)")
+            shown += 1
+    if shown < len(invocation.nodes):
+        print(f"  ... and {len(invocation.nodes) - shown} more nodes, all {title}: ok")
+    if not invocation.success:
+        raise SystemExit(f"duckstream demo: `dbt {' '.join(invocation.args)}` failed ({title})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dir", default="demo", help="working directory (recreated)")
+    parser.add_argument("--scale", type=int, default=10, help="source size (1: 3000 orders)")
+    args = parser.parse_args(argv)
+    shop = Shop.create(Path(args.dir).resolve())
+    shop.setup_sources(scale=args.scale)
+    print(f"sources created in {shop.lake} (scale {args.scale})")
+    show("seed", shop.dbt("seed"))
+    show("first build", shop.dbt("run"))
+    changed = shop.apply_changes(batch=1)
+    print("\nsource changes committed: " + ", ".join(f"{k} {v}" for k, v in changed.items()))
+    incremental = shop.dbt("run", *MAINTAINED)
+    show("incremental run", incremental)
+    show("tests", shop.dbt("test"), only="FAIL")
+    full = shop.dbt("run", *MAINTAINED, "--full-refresh")
+    show("full refresh", full, only="rebuilt")
+    print(
+        f"\nincremental_ivm models: incremental run {incremental.ivm_seconds():.2f} s,"
+        f" full refresh {full.ivm_seconds():.2f} s (summed model times; whole dbt commands"
+        f" {incremental.seconds:.1f} s and {full.seconds:.1f} s with start-up)"
+    )
+    print(f"demo project kept in {shop.project}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""The incremental_ivm materialization end to end: dbt runs on the shop of integration_tests/.
+
+Each test states the run log it expects model by model; `ivm_equivalent` (a dbt test)
+compares every maintained table with a recomputation of its SQL. The tests share one
+project (module fixture `shop`) and leave it equivalent for the next.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("dbt.adapters.duckdb", reason="needs dbt-core and dbt-duckdb")
+
+from dbt.adapters.duckstream import ivm  # noqa: E402
+from duckstream.demo_dbt import Invocation, Shop  # noqa: E402
+from duckstream.runtime import run_statements  # noqa: E402
+
+# Models that read sources through views: the views need no rebuild between runs, so these
+# builds can use threads (see profiles.yml on views).
+MAINTAINED = ("--select", "path:models/intermediate", "path:models/marts", "--threads", "4")
+IVM_MODELS = {
+    "revenue_per_day",
+    "revenue_per_customer",
+    "product_sales",
+    "order_details",
+    "customer_segments",
+    "payments_by_method",
+    "countries_with_orders",
+}
+
+
+def messages(invocation: Invocation, names: set[str] | None = None) -> dict[str, str]:
+    return {
+        name: message
+        for name, (_, message, _) in invocation.nodes.items()
+        if names is None or name in names
+    }
+
+
+def assert_equivalent(invocation: Invocation) -> None:
+    """Every node succeeded, ivm_equivalent tests included."""
+    failed = {n: v for n, v in invocation.nodes.items() if v[0] not in ("success", "pass")}
+    assert invocation.success and not failed, failed
+
+
+def write(shop: Shop, path: str, sql: str) -> Path:
+    target = shop.project / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(sql)
+    return target
+
+
+def test_change_cycles_are_maintained_incrementally(shop: Shop) -> None:
+    for batch in (1, 2, 3):
+        shop.apply_changes(batch)
+        build = shop.dbt("build", *MAINTAINED)
+        assert_equivalent(build)
+        for name, message in messages(build, IVM_MODELS).items():
+            assert message.startswith("incremental: +"), (batch, name, message)
+        # the chained model: the only change it sees is its upstream model's (whose docs
+        # persist_docs does not rewrite when unchanged)
+        assert "from 1 source" in build.nodes["customer_segments"][1]
+    quiet = shop.dbt("run", "--select", "path:models/marts")
+    assert quiet.success
+    for name, message in messages(quiet).items():
+        assert message.startswith("up to date: no source changes"), (name, message)
+
+
+def test_full_refresh_rebuilds_unless_the_model_says_no(shop: Shop) -> None:
+    model = shop.project / "models/marts/product_sales.sql"
+    model.write_text("{{ config(full_refresh=false) }}\n" + model.read_text())
+    shop.apply_changes(4)
+    build = shop.dbt("build", "--full-refresh", "--select", "revenue_per_day", "product_sales")
+    assert_equivalent(build)
+    assert build.nodes["revenue_per_day"][1].startswith("rebuilt (full refresh): 90 rows")
+    assert build.nodes["product_sales"][1].startswith("incremental: +")
+
+
+def test_edited_model_sql_is_rebuilt(shop: Shop) -> None:
+    model = shop.project / "models/marts/revenue_per_day.sql"
+    model.write_text(
+        model.read_text().replace(
+            "sum(i.line_amount) as revenue",
+            "sum(i.line_amount) as revenue,\n    max(i.quantity) as most",
+        )
+    )
+    build = shop.dbt("build", "--select", "revenue_per_day")
+    assert_equivalent(build)
+    assert build.nodes["revenue_per_day"][1].startswith("rebuilt (model SQL changed)")
+    shop.apply_changes(5)
+    again = shop.dbt("build", "--select", "revenue_per_day")
+    assert_equivalent(again)
+    assert again.nodes["revenue_per_day"][1].startswith("incremental: +")
+
+
+def test_recreated_upstream_table_model_triggers_a_rebuild(shop: Shop) -> None:
+    write(
+        shop,
+        "models/other/dim_products.sql",
+        "{{ config(materialized='table') }}\n"
+        "select product_id, category from {{ ref('stg_products') }}",
+    )
+    write(
+        shop,
+        "models/other/category_units.sql",
+        "{{ config(materialized='incremental_ivm',"
+        " pre_hook='create or replace table lake.main.hook_log as select 1 as pre',"
+        " post_hook='insert into lake.main.hook_log values (2)') }}\n"
+        "select d.category, sum(i.quantity) as units\n"
+        "from {{ ref('stg_order_items') }} as i\n"
+        "join {{ ref('dim_products') }} as d on d.product_id = i.product_id\n"
+        "group by d.category",
+    )
+    first = shop.dbt("run", "--select", "dim_products", "category_units")
+    assert first.success and first.nodes["category_units"][1].startswith("built: ")
+    again = shop.dbt("run", "--select", "dim_products", "category_units")
+    assert again.success
+    message = again.nodes["category_units"][1]
+    assert message.startswith("rebuilt (source lake.main.dim_products was altered or recreated)")
+    assert_equivalent(shop.dbt("test", "--select", "category_units"))
+    con = shop.connect()
+    try:
+        assert con.execute("SELECT * FROM lake.main.hook_log ORDER BY 1").fetchall() == [(1,), (2,)]
+    finally:
+        con.close()
+
+
+def test_unsupported_sql_fails_or_falls_back_to_recomputation(shop: Shop) -> None:
+    sql = (
+        "select\n"
+        "    order_id,\n"
+        "    row_number() over (partition by customer_id order by order_date) as nth\n"
+        "from {{ ref('stg_orders') }}\n"
+    )
+    write(
+        shop, "models/other/order_rank.sql", "{{ config(materialized='incremental_ivm') }}\n" + sql
+    )
+    failed = shop.dbt("run", "--select", "order_rank")
+    assert not failed.success
+    status, message, _ = failed.nodes["order_rank"]
+    assert status == "error"
+    assert "model order_rank" in message and "window_function at line 4" in message
+    assert "models/other/order_rank.sql" in message
+    write(
+        shop,
+        "models/other/order_rank.sql",
+        "{{ config(materialized='incremental_ivm', ivm_on_unsupported='full_refresh') }}\n" + sql,
+    )
+    ran = shop.dbt("run", "--select", "order_rank")
+    assert ran.success
+    assert ran.nodes["order_rank"][1].startswith("recomputed (window_function at line 4")
+    assert any("recomputed on every run" in line for line in ran.log)
+    shop.apply_changes(6)
+    again = shop.dbt("build", "--select", "order_rank")
+    assert_equivalent(again)
+    assert again.nodes["order_rank"][1].startswith("recomputed")
+
+
+def test_an_interrupted_refresh_leaves_a_table_the_next_run_repairs(
+    shop: Shop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Crash(Exception):
+        pass
+
+    class Crashing:
+        """Fails at the cursor update, after the table's changes ran in the transaction."""
+
+        def __init__(self, con: object) -> None:
+            self.con = con
+
+        def execute(self, statement: str, *args: object) -> object:
+            if statement.startswith("UPDATE") and "_ivm_cursors__revenue_per_customer" in statement:
+                raise Crash("simulated crash between maintenance statements")
+            return self.con.execute(statement, *args)  # type: ignore[attr-defined]
+
+    def crashing_run(con: object, statements: list[str]) -> None:
+        run_statements(Crashing(con), statements)
+
+    shop.apply_changes(7)
+    monkeypatch.setattr(ivm, "run_statements", crashing_run)
+    crashed = shop.dbt("run", "--select", "revenue_per_customer")
+    assert not crashed.success
+    assert "simulated crash" in crashed.nodes["revenue_per_customer"][1]
+    monkeypatch.undo()
+    build = shop.dbt("build", "--select", "revenue_per_customer+")
+    assert_equivalent(build)
+    assert build.nodes["revenue_per_customer"][1].startswith("incremental: +")
+    assert build.nodes["customer_segments"][1].startswith("incremental: +")

@@ -1,0 +1,232 @@
+"""The Python behind incremental_ivm, without dbt: on a DuckLake catalog ``dl`` directly."""
+
+from __future__ import annotations
+
+import doctest
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("dbt.adapters.duckdb", reason="needs dbt-core and dbt-duckdb")
+
+from dbt.adapters.duckdb.credentials import Attachment  # noqa: E402
+
+from dbt.adapters.duckstream import Plugin  # noqa: E402
+from dbt.adapters.duckstream import expand as expand_module  # noqa: E402
+from dbt.adapters.duckstream import locate as locate_module  # noqa: E402
+from dbt.adapters.duckstream.credentials import DuckstreamCredentials  # noqa: E402
+from dbt.adapters.duckstream.expand import catalog_views, expand_views  # noqa: E402
+from dbt.adapters.duckstream.impl import DuckstreamAdapter  # noqa: E402
+from dbt.adapters.duckstream.ivm import (  # noqa: E402
+    ModelError,
+    ModelRequest,
+    Outcome,
+    equivalence_sql,
+    materialize,
+    read_state,
+)
+from dbt.adapters.duckstream.locate import locate  # noqa: E402
+from duckstream import UnsupportedSQLError  # noqa: E402
+
+TOTALS = (
+    "SELECT customer, count(*) AS n, sum(amount) AS total FROM dl.main.orders GROUP BY customer"
+)
+
+
+@pytest.fixture
+def shop(lake):
+    lake.execute("CREATE TABLE dl.main.orders (id INTEGER, customer VARCHAR, amount DECIMAL(9, 2))")
+    lake.execute("INSERT INTO dl.main.orders VALUES (1, 'ann', 10), (2, 'bob', 5), (3, 'ann', 1)")
+    return lake
+
+
+def request(sql: str = TOTALS, **kwargs) -> ModelRequest:
+    return ModelRequest(
+        name="totals", database="dl", schema="main", identifier="totals", sql=sql, **kwargs
+    )
+
+
+def differences(con, req: ModelRequest) -> list[tuple]:
+    return con.execute(equivalence_sql(con, req)).fetchall()
+
+
+def table_id(con, name: str) -> int:
+    return con.execute(
+        "SELECT table_id FROM __ducklake_metadata_dl.ducklake_table"
+        " WHERE table_name = ? AND end_snapshot IS NULL",
+        [name],
+    ).fetchone()[0]
+
+
+def test_build_then_maintain_then_nothing_to_do(shop) -> None:
+    built = materialize(shop, request())
+    assert built.message().startswith("built: 2 rows, ")
+    assert differences(shop, request()) == []
+    shop.execute("INSERT INTO dl.main.orders VALUES (4, 'cy', 2)")
+    shop.execute("DELETE FROM dl.main.orders WHERE id = 2")
+    refreshed = materialize(shop, request())
+    assert refreshed.message().startswith("incremental: +1 -1 rows from 1 source, 2 snapshots, ")
+    assert differences(shop, request()) == []
+    quiet = materialize(shop, request())
+    assert quiet.action == "up to date" and quiet.message().startswith("up to date: no source")
+
+
+def test_edited_sql_rebuilds_in_place_when_the_layout_is_unchanged(shop) -> None:
+    materialize(shop, request())
+    before = table_id(shop, "totals")
+    edited = request(TOTALS.replace("GROUP BY", "WHERE amount > 1 GROUP BY"))
+    outcome = materialize(shop, edited)
+    assert (outcome.action, outcome.reason, outcome.replaced) == (
+        "rebuilt",
+        "model SQL changed",
+        False,
+    )
+    assert table_id(shop, "totals") == before  # readers of the table keep their cursors
+    widened = request(TOTALS.replace("AS total", "AS total, max(id) AS last"))
+    outcome = materialize(shop, widened)
+    assert (outcome.reason, outcome.replaced) == ("model SQL changed", True)
+    assert differences(shop, widened) == []
+    assert read_state(shop, widened).columns == ["customer", "n", "total", "last"]
+
+
+def test_on_schema_change_fail_stops_when_columns_change(shop) -> None:
+    materialize(shop, request())
+    widened = request(TOTALS.replace("AS total", "AS total, 1 AS one"), on_schema_change="fail")
+    with pytest.raises(ModelError, match="on_schema_change is 'fail'"):
+        materialize(shop, widened)
+
+
+def test_recreated_source_and_expired_cursor_rebuild(shop) -> None:
+    materialize(shop, request())
+    shop.execute("CREATE OR REPLACE TABLE dl.main.orders AS SELECT * FROM dl.main.orders")
+    outcome = materialize(shop, request())
+    assert outcome.reason == "source dl.main.orders was altered or recreated"
+    cursor = shop.execute("SELECT last_snapshot FROM dl.main._ivm_cursors__totals").fetchone()[0]
+    shop.execute("INSERT INTO dl.main.orders VALUES (9, 'dee', 4)")
+    shop.execute(f"CALL ducklake_expire_snapshots('dl', versions => [{cursor}])")
+    outcome = materialize(shop, request())
+    assert outcome.reason == "cursor snapshot of dl.main.orders was expired"
+    assert differences(shop, request()) == []
+
+
+def test_full_refresh_replaces_the_table(shop) -> None:
+    materialize(shop, request())
+    before = table_id(shop, "totals")
+    outcome = materialize(shop, request(full_refresh=True))
+    assert (outcome.action, outcome.reason, outcome.replaced) == ("rebuilt", "full refresh", True)
+    assert table_id(shop, "totals") != before
+
+
+def test_unsupported_sql_names_model_construct_and_line(shop) -> None:
+    sql = "select\n  id,\n  row_number() over (order by id) as nth\nfrom dl.main.orders"
+    raw = "select\n  id,\n  row_number() over (order by id) as nth\nfrom {{ ref('orders') }}"
+    with pytest.raises(ModelError) as error:
+        materialize(shop, request(sql, raw_sql=raw, path="models/totals.sql"))
+    assert "model totals" in str(error.value)
+    assert "window_function at line 3 of models/totals.sql" in str(error.value)
+    assert "ivm_on_unsupported='full_refresh'" in str(error.value)
+
+
+def test_unsupported_sql_can_fall_back_to_recomputation(shop) -> None:
+    sql = "select id, row_number() over (order by id) as nth from dl.main.orders"
+    fallback = request(sql, on_unsupported="full_refresh")
+    outcome = materialize(shop, fallback)
+    assert outcome.action == "recomputed" and outcome.rows == 3 and outcome.warnings
+    shop.execute("DELETE FROM dl.main.orders WHERE id = 1")
+    assert materialize(shop, fallback).rows == 2
+    assert differences(shop, fallback) == []
+    assert materialize(shop, request()).reason == "was recomputed, now maintainable"
+    with pytest.raises(ModelError, match="ivm_on_unsupported must be one of"):
+        materialize(shop, request(on_unsupported="sometimes"))
+
+
+def test_equivalence_query_reports_both_sides(shop) -> None:
+    materialize(shop, request())
+    shop.execute("UPDATE dl.main.totals SET n = n + 1 WHERE customer = 'bob'")
+    sides = sorted(row[0] for row in differences(shop, request()))
+    assert sides == ["missing", "unexpected"]
+    other = ModelRequest("x", "dl", "main", "nothing_here", "")
+    assert "has no duckstream state" in shop.execute(equivalence_sql(shop, other)).fetchone()[0]
+
+
+def test_views_are_read_through_and_redefinitions_rebuild(shop) -> None:
+    shop.execute("CREATE VIEW dl.main.big AS SELECT * FROM dl.main.orders WHERE amount > 2")
+    sql = "SELECT customer, count(*) AS n FROM dl.main.big GROUP BY customer"
+    assert materialize(shop, request(sql)).action == "built"
+    shop.execute("CREATE OR REPLACE VIEW dl.main.big AS SELECT * FROM dl.main.orders")
+    outcome = materialize(shop, request(sql))
+    assert outcome.reason == "a view the model reads was redefined"
+    assert differences(shop, request(sql)) == []
+
+
+def test_model_outside_ducklake_is_refused(shop) -> None:
+    with pytest.raises(ModelError, match="DuckLake catalog"):
+        materialize(shop, ModelRequest("m", "memory", "main", "m", "SELECT 1 AS x"))
+
+
+def test_expand_views_resolves_names_as_duckdb_does(shop) -> None:
+    views = {
+        ("lake", "main", "stg"): "CREATE VIEW stg(a, b) AS (SELECT id, amount FROM raw_orders)",
+        ("lake", "main", "wide"): 'CREATE VIEW wide AS SELECT a FROM "lake"."main"."stg"',
+    }
+    expanded = expand_views(
+        "WITH stg AS (SELECT 1 AS a) SELECT * FROM stg, main.wide AS w",
+        views,
+        catalog="lake",
+        schema="main",
+    )
+    assert expanded == (
+        "WITH stg AS (SELECT 1 AS a) SELECT * FROM stg, (SELECT a FROM (SELECT id, amount"
+        " FROM lake.main.raw_orders) AS stg(a, b)) AS w"
+    )
+    assert expand_views("SELECT 1 FROM t", views, catalog="lake", schema="main") == (
+        "SELECT 1 FROM t"
+    )
+    shop.execute("CREATE VIEW dl.main.v AS SELECT id FROM dl.main.orders")
+    assert ("dl", "main", "v") in catalog_views(shop)
+
+
+def test_locate_finds_lines_in_the_model_file() -> None:
+    error = UnsupportedSQLError("outer_join", "LEFT OUTER JOIN is not supported: `LEFT JOIN u`")
+    compiled = "select *\nfrom lake.main.t\nleft join lake.main.u on t.a = u.a"
+    raw = "{{ config(x=1) }}\n\nselect *\nfrom {{ ref('t') }}\nleft join lake.main.u on t.a = u.a"
+    assert locate(error, compiled, raw) == 5
+    assert locate(error, compiled) == 3
+    assert locate(error, "select * from lake.main.v") is None  # in a view it reads
+
+
+def test_outcome_messages() -> None:
+    assert Outcome(
+        "incremental", inserted=120, deleted=3, sources_changed=2, snapshots=14, elapsed_ms=38
+    ).message() == ("incremental: +120 -3 rows from 2 sources, 14 snapshots, 38 ms")
+    assert Outcome("rebuilt", reason="model SQL changed", rows=9, elapsed_ms=5).message() == (
+        "rebuilt (model SQL changed): 9 rows, 5 ms"
+    )
+
+
+def test_profile_with_a_ducklake_attachment_loads_the_extension() -> None:
+    attach = [Attachment(path="ducklake:/somewhere/metadata.ducklake", alias="lake")]
+    credentials = DuckstreamCredentials(database="lake", schema="main", attach=attach)
+    assert credentials.type == "duckstream"
+    assert credentials.extensions and credentials.extensions[0].endswith(
+        "ducklake.duckdb_extension"
+    )
+    plain = DuckstreamCredentials(database="memory", schema="main")
+    assert not plain.extensions
+
+
+def test_plugin_ships_the_dbt_duckstream_project() -> None:
+    assert DuckstreamAdapter.type() == "duckstream"
+    assert Plugin.dependencies == ["duckdb"]
+    include = Path(Plugin.include_path)
+    project = yaml.safe_load((include / "dbt_project.yml").read_text())
+    assert project["name"] == "dbt_duckstream" != Plugin.project_name
+    macros = {p.name for p in (include / "macros").rglob("*.sql")}
+    assert {"incremental_ivm.sql", "ivm_equivalent.sql"} <= macros
+
+
+@pytest.mark.parametrize("module", [expand_module, locate_module])
+def test_docstring_examples(module) -> None:
+    """python/dbt is outside pytest's doctest paths (a namespace package): run them here."""
+    assert doctest.testmod(module).failed == 0
