@@ -164,3 +164,24 @@ def _qualify(query: exp.Expr, catalog: str, schema: str) -> None:
             continue
         table.set("db", exp.to_identifier(schema))
         table.set("catalog", exp.to_identifier(catalog))
+
+
+def name_outputs(sql: str, names: list[str]) -> str:
+    """Alias the top-level select items that have no name of their own (``count(*)``,
+    ``a + 1``) with the names the engine gives them (``names``, from ``DESCRIBE``), so the
+    table's columns are named as a ``table`` materialization would name them.
+
+    >>> name_outputs("SELECT a, count(*) FROM t GROUP BY a", ["a", "count_star()"])
+    'SELECT a, COUNT(*) AS "count_star()" FROM t GROUP BY a'
+    """
+    tree = sqlglot.parse_one(sql, dialect="duckdb")
+    if not isinstance(tree, exp.Select) or len(tree.expressions) != len(names):
+        return sql
+    if any(item.find(exp.Star) and not item.find(exp.AggFunc) for item in tree.expressions):
+        return sql
+    named = [
+        item if isinstance(item, exp.Alias | exp.Column) else exp.alias_(item, name, quoted=True)
+        for item, name in zip(tree.expressions, names, strict=True)
+    ]
+    tree.set("expressions", named)
+    return tree.sql(dialect="duckdb")

@@ -34,7 +34,13 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dbt.adapters.duckstream.__version__ import version as VERSION
-from dbt.adapters.duckstream.expand import ViewKey, catalog_views, expand_views, table_columns
+from dbt.adapters.duckstream.expand import (
+    ViewKey,
+    catalog_views,
+    expand_views,
+    name_outputs,
+    table_columns,
+)
 from dbt.adapters.duckstream.locate import locate
 from duckstream.compiler import compile_ivm
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
@@ -151,8 +157,9 @@ def materialize(con: Connection, request: ModelRequest) -> Outcome:
     if _up_to_date(request, found, view_sql):
         return _timed(Outcome(action="up to date", sources=len(found.cursors or {})), started)
     try:
+        described = con.execute(f"SELECT * FROM (\n{request.sql}\n) LIMIT 0").description
         plan = compile_ivm(
-            view_sql,
+            name_outputs(view_sql, [d[0] for d in described]),
             mv_name=request.identifier,
             mv_catalog=request.database,
             mv_schema=request.schema,
