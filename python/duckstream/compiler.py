@@ -68,6 +68,7 @@ def compile_ivm(
         sources=sources,
         columns=schema,
     )
+    engine.check_view(select, schema)
     found: dict[str, Source] = {}
 
     def resolve(table: exp.Table) -> Source:
@@ -107,8 +108,7 @@ def compile_ivm(
     initialize = (
         engine.begin()
         + engine.pin_for_initialize()
-        + [f"DELETE FROM {target.fqn}"]
-        + sink.populate()
+        + engine.populate(sink.populate())
         + engine.record_cursors()
         + engine.commit()
     )

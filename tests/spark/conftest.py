@@ -13,6 +13,18 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+# Tiny tables, thousands of short statements, 2 cores: interpret instead of generating code,
+# let the JIT stop at C1 (C2 compiles would compete with the tests for the cores), and never
+# wait for task locality.
+FAST_SMALL = {
+    "spark.driver.memory": "2g",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC",
+    "spark.locality.wait": "0",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: needs Java and pyspark (a local Spark session)")
 
@@ -24,7 +36,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         pytest.skip("Spark needs Java")
     from duckstream.spark import local_session
 
-    session = local_session(str(tmp_path_factory.mktemp("warehouse")))
+    session = local_session(str(tmp_path_factory.mktemp("warehouse")), extra_conf=FAST_SMALL)
     session.sql("CREATE NAMESPACE IF NOT EXISTS db")
     yield session
     session.stop()

@@ -12,6 +12,10 @@ def engine_for(dialect: str) -> Engine:
         from duckstream.engines.duckdb import DuckLakeEngine
 
         return DuckLakeEngine()
+    if dialect == "spark":
+        from duckstream.engines.spark import IcebergEngine
+
+        return IcebergEngine()
     raise UnsupportedSQLError("dialect", f"no engine for dialect {dialect!r} (duckdb, spark)")
 
 

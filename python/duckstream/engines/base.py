@@ -131,6 +131,17 @@ class Engine(ABC):
     @abstractmethod
     def advance_cursors(self) -> list[str]: ...
 
+    def populate(self, inserts: list[str]) -> list[str]:
+        """Statements that make the view's table hold exactly the rows the sink's ``inserts``
+        (``INSERT INTO <view table> ...``) add, at the pinned snapshots: empty it, then
+        insert. An engine without transactions overrides this to make it one commit."""
+        return [f"DELETE FROM {self.tgt.fqn}", *inserts]
+
+    def check_view(self, select: exp.Select, schema: dict | None) -> None:
+        """Raise :class:`~duckstream.errors.UnsupportedSQLError` for a construct of the
+        normalized view that this engine cannot maintain (``schema`` as in ``compile_ivm``)."""
+        return None  # every construct the compiler accepts
+
     @abstractmethod
     def create_temp(self, name: str, query: exp.Expr) -> str:
         """A statement materializing ``query`` as a temporary table ``name``."""

@@ -14,7 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from duckstream.compiler import compile_ivm
 from duckstream.plan import IVMPlan
@@ -107,6 +107,18 @@ def multiset_diff(expected: Counter, actual: Counter) -> str:
     return "\n".join(lines)
 
 
+class Lakehouse(Protocol):
+    """What :func:`run_scenario` needs from an engine's harness (DuckLake, Spark + Iceberg)."""
+
+    def create(self, table: TableSpec) -> None: ...
+    def apply(self, batch: Batch) -> None: ...
+    def compile(self, view_sql: str, mv_name: str = "mv", **kwargs: Any) -> IVMPlan: ...
+    def setup(self, plan: IVMPlan) -> None: ...
+    def refresh(self, plan: IVMPlan) -> None: ...
+    def rows(self, sql: str) -> list[tuple]: ...
+    def check(self, plan: IVMPlan, view_sql: str, context: str = "") -> None: ...
+
+
 class DuckLakeHarness:
     """Tables and views on a DuckDB connection with a DuckLake catalog attached."""
 
@@ -171,7 +183,7 @@ class DuckLakeHarness:
 
 
 def run_scenario(
-    harness: DuckLakeHarness,
+    harness: Lakehouse,
     tables: Sequence[TableSpec],
     view_sql: str,
     cycles: Sequence[Cycle],

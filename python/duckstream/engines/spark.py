@@ -1,0 +1,337 @@
+"""Spark + Apache Iceberg.
+
+What differs from DuckDB + DuckLake, and how this engine deals with it:
+
+- **Literals only.** ``VERSION AS OF`` and ``CALL`` arguments accept no subquery, variable or
+  parameter, and Spark 3.5 has no session variables. Run-time values (pinned snapshots,
+  cursors, "did this source change") are therefore ``${duckstream.<view>.<name>}``
+  placeholders, filled in by a small runner (:mod:`duckstream.spark.runtime`) from the
+  plan's own ``-- duckstream: set`` queries. A false "changed" guard becomes the literal
+  ``false``, and Spark's optimizer drops the whole delta term before it reads anything.
+- **No multi-statement transactions.** Every statement commits one table. The view's cursors
+  therefore travel *inside the MV's own commit*: the one statement that changes the MV (an
+  ``INSERT OVERWRITE`` when populating, a ``MERGE INTO`` when maintaining) carries them as
+  Iceberg snapshot properties ``duckstream.cursor.<source> = <snapshot id>``. The cursors
+  table is a mirror written right after; when the two disagree (a crash in between), the MV's
+  snapshot properties are the truth, and every refresh reads them from there.
+- **Change feed.** ``CALL <catalog>.system.create_changelog_view`` between the cursor
+  (exclusive) and the pinned end snapshot (inclusive); it removes copy-on-write carry-over
+  rows. Old and new states are ``VERSION AS OF <snapshot>``. Iceberg snapshots are per table,
+  so each source gets its own pinned end snapshot.
+- **Where Iceberg has no change feed** the refresh stops with ``duckstream: rebuild required:
+  ...`` instead of guessing: a cursor snapshot that was expired, a source that was replaced
+  (``CREATE OR REPLACE``, rollback: its ancestry no longer contains the cursor) or whose
+  schema changed (checked in SQL), and a source holding delete files (merge-on-read):
+  Iceberg's changelog refuses every window of such a table until its delete files are
+  compacted away, failing the refresh before anything is committed (the runner reports that
+  error the same way). Rebuilding is running ``initialize_cursors`` again.
+- **Lazy temp views.** Spark would recompute a temp view (and re-read the changelog) at every
+  read, so the sinks' intermediate results are ``CACHE LAZY TABLE``: computed once, by the
+  first statement that reads them. Every temp view is dropped at the end
+  (``-- duckstream: finally``).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp, parse_one
+
+from duckstream.engines.base import MULT, Engine, Source, Version
+from duckstream.engines.spark_dialect import (
+    DIALECT,
+    directive,
+    lit,
+    placeholder,
+    quoted,
+    variable,
+)
+from duckstream.engines.spark_unsupported import check_view
+
+CURSOR_PROPERTY = "duckstream.cursor."
+REBUILD = "duckstream: rebuild required: "
+
+
+class IcebergEngine(Engine):
+    dialect = DIALECT
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.temps: list[str] = []
+
+    def check_view(self, select: exp.Select, schema: dict | None) -> None:
+        check_view(select, schema)
+
+    # -- run-time values -------------------------------------------------------------------
+    def _key(self, name: str) -> str:
+        return variable(self.slug(), name)
+
+    def runtime_value(self, name: str) -> exp.Expr:
+        return placeholder(self._key(name))
+
+    def _value(self, name: str) -> str:
+        return self.runtime_value(name).sql(DIALECT)
+
+    def set_runtime_value(self, name: str, query: exp.Expr) -> str:
+        value = exp.alias_(
+            exp.Subquery(this=query), exp.to_identifier(self._key(name), quoted=True)
+        )
+        return directive("set", f"SELECT {value.sql(DIALECT)}")
+
+    def _end(self, source: Source) -> str:
+        return self._value(f"end_{source.index}")
+
+    def _cursor(self, source: Source) -> str:
+        return self._value(f"cursor_{source.index}")
+
+    def changed(self, source: Source) -> exp.Expr:
+        return self.runtime_value(f"changed_{source.index}")
+
+    def any_changed(self) -> exp.Expr:
+        return self.runtime_value("changed")
+
+    # -- relations -------------------------------------------------------------------------
+    def state(self, source: Source, version: Version) -> exp.Expr:
+        table = source.table()
+        if version is not Version.CURRENT:
+            at = f"end_{source.index}" if version is Version.NEW else f"cursor_{source.index}"
+            table.set(
+                "version",
+                exp.Version(this="VERSION", kind="AS OF", expression=self.runtime_value(at)),
+            )
+        return exp.select("*").from_(table)
+
+    def _changelog(self, source: Source) -> str:
+        return f"_ivm_{self.slug()}_changelog_{source.index}"
+
+    def changes(self, source: Source) -> exp.Expr:
+        # The changelog view's columns are the table's, then _change_type (INSERT / DELETE;
+        # an update is both), _change_ordinal and _commit_snapshot_id.
+        inserted = exp.EQ(
+            this=exp.column("_change_type", table="_ivm_c"), expression=exp.Literal.string("INSERT")
+        )
+        sign = exp.Case(
+            ifs=[exp.If(this=inserted, true=exp.Literal.number(1))], default=exp.Literal.number(-1)
+        )
+        mult = exp.alias_(exp.cast(sign, exp.DataType.build("bigint")), MULT)
+        return exp.select("*", mult).from_(exp.to_table(self._changelog(source)).as_("_ivm_c"))
+
+    # -- statements ------------------------------------------------------------------------
+    def create_cursors_table(self) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.tgt.cursors_fqn} (source_table STRING,"
+            " last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg"
+            " PARTITIONED BY (mv_name)"
+        )
+
+    def begin(self) -> list[str]:
+        return []  # no transactions: the MV's one commit carries its cursors
+
+    def commit(self) -> list[str]:
+        """Drop the temp views this plan created so far (the runner runs these last, also
+        after a failure)."""
+        views = dict.fromkeys(self.temps)
+        return [directive("finally", f"DROP VIEW IF EXISTS {v}") for v in views]
+
+    def _current(self, table: str) -> str:
+        return f"(SELECT snapshot_id FROM {table}.refs WHERE name = 'main')"
+
+    def _pinned_end(self, source: Source) -> str:
+        missing = (
+            f"duckstream: source {source.fqn} has no snapshot (never written, or re-created):"
+            " commit to it first, e.g. INSERT INTO <table> SELECT * FROM <table> WHERE false"
+        )
+        return f"coalesce({self._current(source.fqn)}, raise_error({lit(missing)}))"
+
+    def pin_for_initialize(self) -> list[str]:
+        if not self.sources:
+            return []
+        inner = [f"{self._pinned_end(s)} AS e{s.index}" for s in self.sources]
+        outer = []
+        for s in self.sources:
+            outer.append(f"e{s.index} AS {quoted(self._key(f'end_{s.index}'))}")
+            outer.append(f"e{s.index} AS {quoted(self._key(f'cursor_{s.index}'))}")
+        pin = "SELECT " + ",\n  ".join(outer) + "\nFROM (SELECT " + ", ".join(inner) + ") AS pinned"
+        return [directive("set", pin)]
+
+    def _mv_cursors(self) -> str:
+        """The summary of the MV's current snapshot, or of its latest ancestor that changed
+        data when the current one is a compaction (``replace``, which carries no cursors)."""
+        mv = self.tgt.fqn
+        latest = "struct(s.snapshot_id = r.snapshot_id, h.made_current_at)"
+        return (
+            f"SELECT max_by(s.summary, {latest}) AS summary FROM {mv}.snapshots AS s"
+            f" JOIN {mv}.history AS h ON s.snapshot_id = h.snapshot_id"
+            f" CROSS JOIN {mv}.refs AS r"
+            " WHERE r.name = 'main' AND h.is_current_ancestor AND s.operation <> 'replace'"
+        )
+
+    def pin_window(self) -> list[str]:
+        inner, outer = [], []
+        for s in self.sources:
+            i = s.index
+            no_cursor = (
+                f"{REBUILD}no cursor for source {s.fqn} in the snapshots of {self.tgt.fqn}"
+                " (not initialized, or the table was written outside duckstream)"
+            )
+            cursor = f"CAST(mv.summary[{lit(CURSOR_PROPERTY + s.fqn)}] AS BIGINT)"
+            inner.append(f"{self._pinned_end(s)} AS e{i}")
+            inner.append(f"coalesce({cursor}, raise_error({lit(no_cursor)})) AS c{i}")
+            outer.append(f"e{i} AS {quoted(self._key(f'end_{i}'))}")
+            outer.append(f"c{i} AS {quoted(self._key(f'cursor_{i}'))}")
+            outer.append(f"e{i} <> c{i} AS {quoted(self._key(f'changed_{i}'))}")
+        changed = " OR ".join(f"e{s.index} <> c{s.index}" for s in self.sources) or "false"
+        outer.append(f"{changed} AS {quoted(self._key('changed'))}")
+        pin = (
+            "SELECT "
+            + ",\n  ".join(outer)
+            + "\nFROM (SELECT "
+            + ",\n    ".join(inner)
+            + f"\n  FROM ({self._mv_cursors()}) AS mv) AS pinned"
+        )
+        statements = [directive("set", pin), directive(f"stop unless {self._value('changed')}")]
+        statements.append(self._check_window())
+        for s in self.sources:
+            self.temps.append(self._changelog(s))
+            options = (
+                f"map('start-snapshot-id', '{self._cursor(s)}',"
+                f" 'end-snapshot-id', '{self._end(s)}')"
+            )
+            statements.append(
+                f"CALL {s.catalog}.system.create_changelog_view("
+                f"table => {lit(f'{s.schema}.{s.name}')}, options => {options},"
+                f" changelog_view => {lit(self._changelog(s))})"
+            )
+        return statements
+
+    def _check_window(self) -> str:
+        """One query that fails with ``duckstream: rebuild required: ...`` when a source's
+        cursor is no longer an ancestor of its current snapshot (expired, re-created,
+        replaced, rolled back) or its schema changed since the cursor. Delete files
+        (merge-on-read) in the window make Iceberg's changelog read fail later in the same
+        refresh, before anything is committed; the runner reports that as a rebuild too."""
+        items = []
+        for s in self.sources:
+            t, cursor = s.fqn, self._cursor(s)
+            log = f"{t}.metadata_log_entries"
+            cases = [
+                (
+                    f"(SELECT count(*) FROM {t}.history"
+                    f" WHERE snapshot_id = {cursor} AND is_current_ancestor) = 0",
+                    f"the cursor snapshot of {t} is no longer in its history: expired, or the"
+                    " table was re-created, replaced or rolled back",
+                ),
+                (  # unknown (NULL) once the metadata log no longer reaches the cursor
+                    f"(SELECT min_by(latest_schema_id, timestamp) FROM {log}"
+                    f" WHERE latest_snapshot_id = {cursor})"
+                    f" <> (SELECT max_by(latest_schema_id, timestamp) FROM {log})",
+                    f"the schema of {t} changed",
+                ),
+            ]
+            whens = "".join(
+                f"\n    WHEN {cond}\n      THEN raise_error({lit(REBUILD + why)})"
+                for cond, why in cases
+            )
+            items.append(f"CASE{whens}\n  END AS {quoted(t)}")
+        return "SELECT " + ",\n  ".join(items)
+
+    def _mirror_cursors(self) -> list[str]:
+        """Make the cursors table say what the MV's latest snapshot says. The table is
+        partitioned by view: overwriting one view's partition is a single commit that does not
+        conflict with other views refreshing at the same time."""
+        rows = ", ".join(f"({lit(s.fqn)}, {self._end(s)})" for s in self.sources)
+        if not rows:
+            return []
+        return [
+            f"INSERT OVERWRITE {self.tgt.cursors_fqn} PARTITION (mv_name = {lit(self.tgt.name)})"
+            " SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id"
+            f" FROM VALUES {rows} AS v(source_table, last_snapshot)"
+            f" CROSS JOIN {self._current(self.tgt.fqn)} AS m"
+        ]
+
+    def record_cursors(self) -> list[str]:
+        return self._mirror_cursors()
+
+    def advance_cursors(self) -> list[str]:
+        return self._mirror_cursors()
+
+    def _properties(self, sql: str) -> str:
+        """``sql`` committed with the pinned end snapshots as the MV's snapshot properties."""
+        lines = [
+            f"snapshot property {CURSOR_PROPERTY}{s.fqn} = {self._end(s)}" for s in self.sources
+        ]
+        return "\n".join(directive(line) for line in lines) + "\n" + sql
+
+    def populate(self, inserts: list[str]) -> list[str]:
+        prefix = f"INSERT INTO {self.tgt.fqn} "
+        if len(inserts) != 1 or not inserts[0].startswith(prefix):
+            raise AssertionError(f"expected one `{prefix}...` statement to populate the view")
+        overwrite = f"INSERT OVERWRITE {self.tgt.fqn} " + inserts[0][len(prefix) :]
+        return [self._properties(overwrite)]
+
+    def create_temp(self, name: str, query: exp.Expr) -> str:
+        self.temps.append(name)
+        # LAZY: computed once, by the first statement that reads it, then reused.
+        return f"CACHE LAZY TABLE {name} AS {query.sql(dialect=DIALECT)}"
+
+    def temp_table(self, name: str) -> exp.Table:
+        return exp.to_table(name)
+
+    def copies(self, mult: exp.Expr) -> exp.Expr:
+        sequence = exp.Anonymous(this="sequence", expressions=[exp.Literal.number(1), mult])
+        return exp.Explode(this=sequence)
+
+    def replace_rows(
+        self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
+    ) -> list[str]:
+        def ident(name: str) -> str:
+            return exp.to_identifier(name, quoted=True).sql(DIALECT)
+
+        key_names = [f"_ivm_key{i}" for i in range(len(keys))]
+        gone = ", ".join(
+            ["NULL AS " + ident(c) for c in columns]
+            + [f"_ivm_k.{ident(k)} AS {n}" for k, n in zip(keys, key_names, strict=True)]
+            + ["true AS _ivm_del"]
+        )
+        new = ", ".join(
+            [f"_ivm_a.{ident(c)}" for c in columns]
+            + [f"NULL AS {n}" for n in key_names]
+            + ["false AS _ivm_del"]
+        )
+        source = (
+            f"SELECT {gone} FROM ({removed.sql(DIALECT)}) AS _ivm_k\n  UNION ALL\n"
+            f"  SELECT {new} FROM ({added.sql(DIALECT)}) AS _ivm_a"
+        )
+        on = " AND ".join(
+            ["_ivm_s._ivm_del"]
+            + [f"_ivm_t.{ident(k)} <=> _ivm_s.{n}" for k, n in zip(keys, key_names, strict=True)]
+        )
+        names = ", ".join(ident(c) for c in columns)
+        values = ", ".join(f"_ivm_s.{ident(c)}" for c in columns)
+        merge = (
+            f"MERGE INTO {self.tgt.fqn} AS _ivm_t\nUSING ({source}) AS _ivm_s\nON {on}\n"
+            "WHEN MATCHED THEN DELETE\n"
+            f"WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT ({names}) VALUES ({values})"
+        )
+        return [self._properties(merge)]
+
+    def fresh_row_ids_base(self) -> exp.Expr:
+        # The largest row number in use: Iceberg answers max() from file statistics.
+        query = parse_one(f"SELECT coalesce(max(_ivm_row), 0) FROM {self.tgt.fqn}", dialect=DIALECT)
+        return exp.Subquery(this=query)
+
+    def avg(self, total: exp.Expr, count: exp.Expr) -> exp.Expr:
+        """Spark types AVG like its argument: DOUBLE for integers and doubles, and
+        DECIMAL(p+4, s+4) for DECIMAL(p, s), rounded half up. ``total / count`` already has
+        the right type except for decimals, where it carries more digits: round it to the
+        scale of ``total`` (that of the argument) plus 4, read from ``typeof`` (a constant
+        for the optimizer, so ``round`` accepts it). Other types keep every digit."""
+        quotient = exp.Div(
+            this=total.copy(),
+            expression=exp.Nullif(this=count, expression=exp.Literal.number(0)),
+        )
+        type_name = exp.Anonymous(this="typeof", expressions=[total.copy()])
+        scale = parse_one(
+            "CASE WHEN t LIKE 'decimal(%' THEN CAST(regexp_extract(t, '([0-9]+)[)]$', 1) AS INT)"
+            " + 4 ELSE 300 END",
+            dialect=DIALECT,
+        ).transform(lambda n: type_name.copy() if isinstance(n, exp.Column) else n)
+        return exp.Anonymous(this="round", expressions=[quotient, scale])

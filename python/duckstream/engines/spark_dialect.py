@@ -1,0 +1,61 @@
+"""The Spark SQL that duckstream generates: sqlglot's Spark dialect plus two conventions.
+
+- ``ROW_NUMBER() OVER ()`` is an error in Spark ("requires window to be ordered"); the sinks
+  number rows where any order will do, so such windows are rendered ``ORDER BY NULL``.
+- Run-time values are written ``${duckstream.<view>.<name>}``: Spark's own variable
+  substitution syntax. :mod:`duckstream.spark.runtime` fills them in from the plan's ``set``
+  queries; by hand, ``SET duckstream.<view>.<name> = <value>`` does the same, because Spark
+  substitutes ``${key}`` from the session configuration before parsing
+  (``spark.sql.variable.substitute``, on by default).
+
+Statements may start with ``-- duckstream: ...`` comment lines: directives for whoever runs
+the plan (see :mod:`duckstream.spark.runtime`). To Spark they are comments.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.generators.spark import SparkGenerator
+
+PREFIX = "duckstream"
+DIRECTIVE = f"-- {PREFIX}:"
+
+
+class IcebergSpark(Spark):
+    """Spark 3.5 as duckstream writes it (registered in sqlglot as ``icebergspark``)."""
+
+    class Generator(SparkGenerator):
+        def window_sql(self, expression: exp.Window) -> str:
+            if isinstance(expression.this, exp.RowNumber) and not expression.args.get("order"):
+                expression = expression.copy()
+                expression.set("order", exp.Order(expressions=[exp.Ordered(this=exp.null())]))
+            return super().window_sql(expression)
+
+
+DIALECT = "icebergspark"
+
+
+def variable(view: str, name: str) -> str:
+    """The configuration key of a run-time value of ``view`` (a slug)."""
+    return f"{PREFIX}.{view}.{name}"
+
+
+def placeholder(key: str) -> exp.Var:
+    """``${key}`` as an expression: rendered verbatim, substituted before Spark parses it."""
+    return exp.var("${" + key + "}")
+
+
+def lit(value: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quoted(name: str) -> str:
+    """A backquoted Spark identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def directive(text: str, sql: str = "") -> str:
+    """A statement preceded by the directive line ``-- duckstream: <text>``."""
+    return f"{DIRECTIVE} {text}" + (f"\n{sql}" if sql else "")

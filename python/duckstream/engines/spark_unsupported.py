@@ -1,0 +1,71 @@
+"""What Spark cannot maintain exactly although DuckDB can: refused at compile time.
+
+**Division over a DECIMAL SUM or AVG in a grouped view** (``sum(a) / sum(b)``,
+``sum(a) / count(*)``, ``avg(a) / 2``). Spark types decimal arithmetic by precision: the
+quotient's scale depends on the precision of its operands. A maintained row computes the
+visible value from hidden running sums whose precision grew while merging deltas
+(``DECIMAL(20,2)`` becomes ``DECIMAL(38,2)``), so its quotient is rounded at another digit than
+the recomputed view's. Spark SQL has no cast to "the type of that column", so the compiler
+refuses instead of drifting. Ways out for the user: cast first (``CAST(sum(a) AS DOUBLE) /
+...``), or pass ``schema=`` so the compiler can see the argument is not DECIMAL (integer and
+double sums are exact; so is a cast to an explicit DECIMAL(p, s)). DuckDB divides decimals in
+DOUBLE and is not affected; aggregates inside derived tables are recomputed per affected group
+and are not affected either.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
+
+from duckstream.errors import UnsupportedSQLError
+
+FEATURE = "spark_unsupported"
+
+
+def check_view(select: exp.Select, schema: dict | None) -> None:
+    """Raise :class:`UnsupportedSQLError` (feature ``spark_unsupported``) for a construct
+    this engine cannot maintain exactly."""
+    aggregated = select.args.get("group") or any(i.find(exp.AggFunc) for i in select.expressions)
+    if not aggregated:
+        return
+    typed = _annotated(select, schema)
+    having = typed.args.get("having")
+    for node in [*typed.expressions, *([having.this] if having else [])]:
+        for division in node.find_all(exp.Div):
+            for operand in (division.this, division.expression):
+                for aggregate in _exposed(operand):
+                    if _maybe_decimal(aggregate.this):
+                        raise UnsupportedSQLError(
+                            FEATURE,
+                            "division over a DECIMAL SUM/AVG is not exact on Spark (decimal"
+                            " precision drifts as deltas merge); cast it, e.g. CAST(sum(x) AS"
+                            f" DOUBLE), or pass schema= if it is not DECIMAL: `{division.sql()}`",
+                        )
+
+
+def _annotated(select: exp.Select, schema: dict | None) -> exp.Select:
+    if schema is None:
+        return select
+    try:
+        typed = annotate_types(select.copy(), schema=schema, dialect="spark")
+    except Exception:  # noqa: BLE001 - unknown types only make the check conservative
+        return select
+    assert isinstance(typed, exp.Select)
+    return typed
+
+
+def _exposed(operand: exp.Expr) -> list[exp.Expr]:
+    """SUM/AVG calls (not DISTINCT) whose type reaches ``operand``: a cast fixes the type."""
+    found = []
+    for node in operand.walk(prune=lambda n: isinstance(n, exp.Cast)):
+        if isinstance(node, exp.Sum | exp.Avg) and not isinstance(node.this, exp.Distinct):
+            found.append(node)
+    return found
+
+
+def _maybe_decimal(argument: exp.Expr) -> bool:
+    type_ = argument.type
+    if type_ is None or type_.is_type(exp.DataType.Type.UNKNOWN):
+        return True
+    return type_.is_type(exp.DataType.Type.DECIMAL, exp.DataType.Type.BIGDECIMAL)

@@ -1,0 +1,184 @@
+"""Run a Spark plan: ``setup(spark, plan)`` once, then ``refresh(spark, plan)``.
+
+Spark SQL takes no run-time values where a refresh needs them (``VERSION AS OF``, ``CALL``
+arguments) and has no multi-statement transactions, so a Spark plan is plain Spark SQL plus
+four directives, written as leading comment lines. To run a plan by hand, go through the
+statements in order and:
+
+``-- duckstream: set``
+    Run the query (one row). Each column is a value named by its alias: ``SET <alias> =
+    <value>``. Later statements use it as ``${<alias>}``, which Spark substitutes itself.
+``-- duckstream: stop unless ${x}``
+    If ``x`` is false, nothing changed: skip to the ``finally`` statements.
+``-- duckstream: snapshot property <key> = <value>``
+    The statement below must commit with these Iceberg snapshot properties. Spark SQL has
+    no syntax for that; :func:`duckstream.spark.sql_with_commit_properties` does it. These
+    are the view's cursors, committed together with the view's data.
+``-- duckstream: finally``
+    Cleanup: runs after every other statement, also when one failed.
+
+This module does exactly that, substituting ``${...}`` itself (so it does not depend on
+``spark.sql.variable.substitute`` or change the session configuration), and raises
+:class:`RebuildRequired` when a refresh cannot read its window from Iceberg
+(``refresh(..., rebuild=True)`` then re-initializes the view instead).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from duckstream.engines.spark_dialect import DIRECTIVE
+from duckstream.errors import DuckstreamError
+from duckstream.plan import IVMPlan
+from duckstream.spark.session import sql_with_commit_properties
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_PLACEHOLDER = re.compile(r"\$\{(duckstream\.[A-Za-z0-9_.]+)\}")
+_SAFE_VALUE = re.compile(r"^-?[0-9]+$|^true$|^false$")
+_REBUILD = re.compile(r"duckstream: rebuild required: [^\n]*")
+# Iceberg's own errors for windows its changelog cannot read (a race past the plan's checks).
+_ICEBERG_REBUILD = {
+    "Delete files are currently not supported in changelog scans": (
+        "a source has delete files (merge-on-read) in the refresh window, which Iceberg's"
+        " changelog cannot read; keep sources copy-on-write (write.delete.mode,"
+        " write.update.mode, write.merge.mode)"
+    ),
+    "is not a parent ancestor of end snapshot": (
+        "a source's cursor snapshot is no longer an ancestor of its current snapshot"
+    ),
+    "Cannot find snapshot": "a source's cursor snapshot no longer exists (expired)",
+}
+
+
+class RebuildRequired(DuckstreamError):
+    """The view cannot be refreshed incrementally; run ``initialize_cursors`` again."""
+
+
+@dataclass
+class Statement:
+    """One entry of a plan: its directives and its SQL (empty for a pure directive)."""
+
+    directives: list[str]
+    sql: str
+
+    @classmethod
+    def parse(cls, text: str) -> Statement:
+        directives, lines = [], text.splitlines()
+        while lines and lines[0].startswith(DIRECTIVE):
+            directives.append(lines.pop(0)[len(DIRECTIVE) :].strip())
+        return cls(directives, "\n".join(lines).strip())
+
+
+@dataclass
+class Run:
+    """Values computed so far by ``set`` queries, keyed by their ``${...}`` names."""
+
+    values: dict[str, str] = field(default_factory=dict)
+
+    def substitute(self, text: str) -> str:
+        def value(match: re.Match[str]) -> str:
+            if match[1] not in self.values:
+                raise DuckstreamError(f"no value for ${{{match[1]}}} yet: plan out of order")
+            return self.values[match[1]]
+
+        return _PLACEHOLDER.sub(value, text)
+
+    def store(self, row: dict[str, object]) -> None:
+        for name, raw in row.items():
+            if raw is None:
+                raise DuckstreamError(f"duckstream: {name} is NULL")
+            text = str(raw).lower() if isinstance(raw, bool) else str(raw)
+            if not _SAFE_VALUE.match(text):
+                raise DuckstreamError(f"duckstream: {name} = {text!r} is not a number or boolean")
+            self.values[name] = text
+
+
+def _properties(directives: list[str]) -> dict[str, str]:
+    found = {}
+    for d in directives:
+        if d.startswith("snapshot property "):
+            key, _, value = d.removeprefix("snapshot property ").partition("=")
+            found[key.strip()] = value.strip()
+    return found
+
+
+def _execute(spark: SparkSession, run: Run, statement: Statement) -> bool:
+    """Run one statement; False when a ``stop unless`` directive ends the run."""
+    for d in statement.directives:
+        if d.startswith("stop unless "):
+            return run.substitute(d.removeprefix("stop unless ")).strip() == "true"
+    sql = run.substitute(statement.sql)
+    properties = {k: run.substitute(v) for k, v in _properties(statement.directives).items()}
+    if "set" in statement.directives:
+        rows = spark.sql(sql).collect()
+        if len(rows) != 1:
+            raise DuckstreamError(f"a `set` query returned {len(rows)} rows, not 1:\n{sql}")
+        run.store(rows[0].asDict())
+    elif properties:
+        sql_with_commit_properties(spark, sql, properties)
+    else:
+        spark.sql(sql).collect()  # a SELECT only runs when collected (checks raise errors)
+    return True
+
+
+def _translated(error: Exception) -> Exception:
+    text = str(error)
+    if found := _REBUILD.search(text):
+        return RebuildRequired(found[0])
+    for needle, why in _ICEBERG_REBUILD.items():
+        if needle in text:
+            return RebuildRequired(f"duckstream: rebuild required: {why} (Iceberg: {needle})")
+    return error
+
+
+def run_statements(spark: SparkSession, statements: list[str]) -> dict[str, str]:
+    """Run a plan's statement list in order, honouring its directives; returns the values
+    its ``set`` queries computed. ``finally`` statements run last, also after a failure."""
+    run = Run()
+    parsed = [Statement.parse(s) for s in statements]
+    failed = False
+    try:
+        for statement in parsed:
+            if "finally" in statement.directives:
+                continue
+            try:
+                if not _execute(spark, run, statement):
+                    break
+            except Exception as error:
+                failed = True
+                translated = _translated(error)
+                if translated is error:
+                    raise
+                raise translated from error
+    finally:
+        for statement in parsed:
+            if "finally" in statement.directives:
+                try:
+                    spark.sql(statement.sql)
+                except Exception:
+                    if not failed:  # never hide the error that stopped the run
+                        raise
+    return run.values
+
+
+def setup(spark: SparkSession, plan: IVMPlan) -> dict[str, str]:
+    """Create the cursors table and the view's table, and fill it at pinned snapshots."""
+    spark.sql(plan.create_cursors_table)
+    spark.sql(plan.create_mv)
+    return run_statements(spark, plan.initialize_cursors)
+
+
+def refresh(spark: SparkSession, plan: IVMPlan, *, rebuild: bool = False) -> dict[str, str]:
+    """Apply every change committed to the sources since the last refresh, in one commit of
+    the view's table (or none if nothing changed). With ``rebuild=True``, a window Iceberg
+    cannot read (see :class:`RebuildRequired`) re-initializes the view instead of failing."""
+    try:
+        return run_statements(spark, plan.maintain)
+    except RebuildRequired:
+        if not rebuild:
+            raise
+        return run_statements(spark, plan.initialize_cursors)

@@ -1,0 +1,44 @@
+"""The differential properties of ``tests/test_properties.py`` on Spark + Iceberg.
+
+Same scenarios (random schemas, views, change windows with several batches and tables),
+fewer examples: a Spark refresh costs seconds, not milliseconds.
+DUCKSTREAM_SPARK_EXAMPLES=<n> (default 5 per test) digs deeper.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, reject, settings
+
+from duckstream.errors import UnsupportedSQLError
+from duckstream.testing.differential import run_scenario
+from duckstream.testing.spark_harness import SparkHarness
+from test_properties import scenarios  # tests/ is on sys.path (its conftest)
+
+pytestmark = pytest.mark.spark
+
+EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES", "5"))
+
+
+def _run(spark, scenario) -> None:
+    tables_, view_sql, cycles_ = scenario
+    try:
+        run_scenario(SparkHarness(spark), tables_, view_sql, cycles_)
+    except UnsupportedSQLError as error:
+        if error.feature != "spark_unsupported":
+            raise
+        reject()  # refused on Spark on purpose (tests/spark/test_spark_rebuild.py)
+
+
+@settings(max_examples=EXAMPLES)
+@given(scenario=scenarios(1))
+def test_single_table_views_on_spark(spark, scenario):
+    _run(spark, scenario)
+
+
+@settings(max_examples=EXAMPLES)
+@given(scenario=scenarios(2))
+def test_two_table_joins_with_simultaneous_changes_on_spark(spark, scenario):
+    _run(spark, scenario)

@@ -1,0 +1,143 @@
+"""The Spark refresh protocol: no-op refreshes, cursors in the MV's snapshot, the plan run by
+hand, and the clear refusals where Iceberg has no change feed (merge-on-read delete files, a
+replaced table, a changed schema, an MV written outside duckstream)."""
+
+from __future__ import annotations
+
+import pytest
+
+from duckstream.plan import IVMPlan
+from duckstream.spark import RebuildRequired, refresh
+from duckstream.spark.runtime import Statement
+from duckstream.testing.differential import Column, Delete, Insert, TableSpec, Update
+from duckstream.testing.spark_harness import SparkHarness
+
+pytestmark = pytest.mark.spark
+
+VIEW = "SELECT k, count(*) AS n, sum(v) AS total FROM t GROUP BY k"
+
+
+TABLE = TableSpec("t", [Column("k", "INTEGER"), Column("v", "INTEGER")], [(1, 10), (2, 20)])
+
+
+def _view(spark, properties: str = "") -> tuple[SparkHarness, IVMPlan]:
+    harness = SparkHarness(spark)
+    harness.create(TABLE)
+    if properties:
+        spark.sql(f"ALTER TABLE {harness.fqn('t')} SET TBLPROPERTIES ({properties})")
+    plan = harness.compile(VIEW)
+    harness.setup(plan)
+    harness.check(plan, VIEW, "after setup")
+    return harness, plan
+
+
+def _mv_snapshots(harness: SparkHarness) -> list[tuple]:
+    return harness.rows(f"SELECT snapshot_id, summary FROM {harness.fqn('mv')}.snapshots")
+
+
+def test_refresh_without_changes_commits_nothing(spark) -> None:
+    harness, plan = _view(spark)
+    before = _mv_snapshots(harness)
+    values = refresh(spark, plan)
+    assert values[next(k for k in values if k.endswith(".changed"))] == "false"
+    assert _mv_snapshots(harness) == before
+
+
+def test_cursors_travel_in_the_mv_commit_and_the_mirror_follows(spark) -> None:
+    harness, plan = _view(spark)
+    harness.apply([Insert("t", ((1, 5),)), Update("t", "v = v + 1", "k = 2")])
+    harness.refresh(plan)
+    harness.check(plan, VIEW, "after refresh")
+    current = harness.rows(f"SELECT snapshot_id FROM {harness.fqn('t')}.refs WHERE name = 'main'")
+    (summary,) = harness.rows(
+        f"SELECT s.summary FROM {harness.fqn('mv')}.snapshots AS s"
+        f" JOIN {harness.fqn('mv')}.refs AS r ON s.snapshot_id = r.snapshot_id"
+    )[0]
+    assert summary[f"duckstream.cursor.{harness.fqn('t')}"] == str(current[0][0])
+    mirror = harness.rows(f"SELECT source_table, last_snapshot FROM {plan.cursors_table}")
+    assert mirror == [(harness.fqn("t"), current[0][0])]
+
+
+def test_plan_runs_by_hand_with_spark_variable_substitution(spark) -> None:
+    """What the runner does, done the way its docstring tells a user: SET + ${...}."""
+    harness, plan = _view(spark)
+    harness.apply([Insert("t", ((3, 30),)), Delete("t", "k = 1")])
+    finally_ = []
+    for statement in map(Statement.parse, plan.maintain):
+        if "finally" in statement.directives:
+            finally_.append(statement.sql)
+        elif "set" in statement.directives:
+            for key, value in spark.sql(statement.sql).collect()[0].asDict().items():
+                spark.sql(f"SET {key} = {str(value).lower()}")
+        elif any(d.startswith("snapshot property") for d in statement.directives):
+            from duckstream.spark import sql_with_commit_properties
+
+            properties = dict(
+                d.removeprefix("snapshot property ").replace(" ", "").split("=")
+                for d in statement.directives
+            )
+            resolved = {k: spark.conf.get(v[2:-1]) for k, v in properties.items()}
+            sql_with_commit_properties(spark, statement.sql, resolved)
+        elif statement.sql:
+            spark.sql(statement.sql).collect()
+    for sql in finally_:
+        spark.sql(sql)
+    harness.check(plan, VIEW, "after a refresh by hand")
+    harness.apply([Insert("t", ((4, 40),))])
+    harness.refresh(plan)  # the runner continues from the cursors committed by hand
+    harness.check(plan, VIEW, "after the next refresh")
+
+
+def test_merge_on_read_delete_requires_rebuild(spark) -> None:
+    modes = ", ".join(
+        f"'write.{op}.mode' = 'merge-on-read'" for op in ("delete", "update", "merge")
+    )
+    harness, plan = _view(spark, modes)
+    harness.apply([Insert("t", ((3, 30),))])
+    harness.refresh(plan)  # appends add no delete files: still incremental
+    harness.check(plan, VIEW, "after an append")
+    harness.apply([Update("t", "v = v + 1", "k = 2")])  # a position delete file
+    with pytest.raises(RebuildRequired, match="delete files \\(merge-on-read\\)"):
+        harness.refresh(plan)
+    refresh(spark, plan, rebuild=True)
+    harness.check(plan, VIEW, "after the rebuild")
+    # Iceberg refuses every changelog window while the table holds delete files at all.
+    harness.apply([Insert("t", ((5, 50),))])
+    with pytest.raises(RebuildRequired, match="delete files"):
+        harness.refresh(plan)
+    refresh(spark, plan, rebuild=True)
+    harness.check(plan, VIEW, "after the second rebuild")
+
+
+def test_replaced_table_requires_rebuild(spark) -> None:
+    harness, plan = _view(spark)
+    t = harness.fqn("t")
+    spark.sql(f"CREATE OR REPLACE TABLE {t} USING iceberg AS SELECT * FROM {t} WHERE k = 2")
+    with pytest.raises(RebuildRequired, match="no longer in its history"):
+        harness.refresh(plan)
+    refresh(spark, plan, rebuild=True)
+    harness.check(plan, VIEW, "after the rebuild")
+
+
+def test_schema_change_requires_rebuild(spark) -> None:
+    harness, plan = _view(spark)
+    spark.sql(f"ALTER TABLE {harness.fqn('t')} ADD COLUMN w STRING")
+    spark.sql(f"INSERT INTO {harness.fqn('t')} VALUES (3, 30, 'x')")
+    with pytest.raises(RebuildRequired, match="schema of .* changed"):
+        harness.refresh(plan)
+
+
+def test_mv_written_outside_duckstream_requires_rebuild(spark) -> None:
+    harness, plan = _view(spark)
+    spark.sql(f"DELETE FROM {harness.fqn('mv')} WHERE k = 1")
+    harness.apply([Insert("t", ((3, 30),))])
+    with pytest.raises(RebuildRequired, match="no cursor for source"):
+        harness.refresh(plan)
+
+
+def test_source_without_snapshot_is_refused_at_setup(spark) -> None:
+    harness = SparkHarness(spark)
+    spark.sql(f"CREATE TABLE {harness.fqn('t')} (k INT, v INT) USING iceberg")
+    plan = harness.compile(VIEW)
+    with pytest.raises(Exception, match="has no snapshot"):
+        harness.setup(plan)
