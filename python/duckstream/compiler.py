@@ -5,9 +5,12 @@ parse -> normalize (one rewrite per module) -> operator tree -> sink -> statemen
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Tokenizer
 
 from duckstream.engines import engine_for
 from duckstream.engines.base import Source, Target
@@ -19,6 +22,21 @@ from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
 from duckstream.tree.base import Context
 from duckstream.tree.build import split_select
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_name(what: str, name: str) -> None:
+    """Table, catalog and schema names duckstream writes must be plain identifiers."""
+    if not _NAME.match(name) or name.upper() in _KEYWORDS:
+        raise UnsupportedSQLError(
+            "name",
+            f"{what} {name!r} must be a plain identifier (letters, digits, _), not a keyword",
+        )
+
+
+_KEYWORDS = {k.upper() for k in Tokenizer.KEYWORDS if k.replace("_", "").isalpha()}
 
 
 def parse_view(view_sql: str, dialect: str) -> exp.Expr:
@@ -58,6 +76,12 @@ def compile_ivm(
         naming = Naming(mv_name=mv_name)
     elif mv_name != "mv" and naming.mv_table() != mv_name:
         naming = Naming(mv_name=mv_name, cursors_name=naming.cursors_table())
+    for what, name in (
+        ("mv_name", naming.mv_table()),
+        ("mv_catalog", mv_catalog),
+        ("mv_schema", mv_schema),
+    ):
+        _check_name(what, name)
     engine = engine_for(dialect)
     parsed = parse_view(view_sql, dialect)
     select = normalize(
