@@ -23,7 +23,6 @@ from duckstream.sinks.grouped import GroupedSink
 from duckstream.tree.base import Context
 from duckstream.tree.build import split_select
 
-
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
