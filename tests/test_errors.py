@@ -115,3 +115,9 @@ def test_expired_cursor_snapshot_requires_rebuild(lake):
         refresh(lake, plan)
     setup(lake, plan)  # the rebuild: initialize again from the current snapshot
     harness.check(plan, "SELECT a, count(*) AS n FROM t GROUP BY a")
+
+
+@pytest.mark.parametrize("name", ["distinct", "my-view", "select"])
+def test_view_name_must_be_a_plain_identifier(name):
+    with pytest.raises(UnsupportedSQLError, match="plain identifier"):
+        compile_ivm("SELECT a FROM t", mv_name=name)
