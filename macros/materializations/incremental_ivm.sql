@@ -7,8 +7,12 @@
   Configs: ivm_on_unsupported ('fail' | 'full_refresh'), on_schema_change ('fail' stops when
   the model's columns change; otherwise the table is rebuilt), full_refresh, grants,
   persist_docs, pre_hook / post_hook.
+
+  One macro for both adapters (`duckstream` on DuckDB/DuckLake, `duckstream_spark` on
+  Spark/Iceberg): it is registered for `default`, and each adapter implements the
+  `ivm_*` methods it calls under the same names.
 -#}
-{% materialization incremental_ivm, adapter='duckstream', supported_languages=['sql'] %}
+{% materialization incremental_ivm, default, supported_languages=['sql'] %}
   {%- set existing_relation = load_cached_relation(this) -%}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set grant_config = config.get('grants') -%}

@@ -1,0 +1,115 @@
+"""The ``duckstream_spark`` dbt adapter on integration_tests/spark, in this process.
+
+dbt-spark's ``session`` method takes ``SparkSession.builder.getOrCreate()``: the session of
+the ``spark`` fixture, so the test changes the sources dbt reads on the same JVM.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = ROOT / "integration_tests" / "spark"
+MODELS = ("revenue_per_country", "big_countries")
+
+
+def _sources() -> Any:
+    spec = importlib.util.spec_from_file_location("spark_sources", PROJECT / "scripts/sources.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _dbt(project: Path, *args: str, success: bool = True) -> dict[str, tuple[str, str]]:
+    """Run dbt (expecting ``success``); the status and message of each node, by name."""
+    from dbt.cli.main import dbtRunner
+
+    result = dbtRunner().invoke(
+        [*args, "--project-dir", str(project), "--profiles-dir", str(project.parent)]
+        + ["--target", "spark", "--threads", "1"]
+    )
+    nodes = {
+        r.node.name: (str(r.status), r.message or "")
+        for r in (getattr(result.result, "results", None) or [])
+    }
+    assert result.success is success, (args, result.exception, nodes)
+    return nodes
+
+
+def test_run_change_run_test(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("dbt.adapters.spark")
+    project = tmp_path / "spark"
+    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("target", "logs"))
+    shutil.copy(PROJECT.parent / "profiles.yml", tmp_path / "profiles.yml")
+    monkeypatch.setenv(
+        "DUCKSTREAM_SPARK_WAREHOUSE", spark.conf.get("spark.sql.catalog.lake.warehouse") or ""
+    )
+    monkeypatch.chdir(tmp_path)  # dbt-spark's session method may leave metastore_db/ here
+    sources = _sources()
+    sources.setup_sources(spark)
+    for model in MODELS:
+        spark.sql(f"DROP TABLE IF EXISTS db.{model}")
+
+    first = _dbt(project, "run")
+    assert {m: first[m][1].split(":")[0] for m in MODELS} == {
+        m: "built (first run)" for m in MODELS
+    }
+
+    sources.change_sources(spark)
+    second = _dbt(project, "run")
+    for model in MODELS:
+        assert second[model][1].startswith("incremental: "), second[model]
+    assert second["revenue_per_country"][1].startswith("incremental: 2 of 2 sources changed")
+
+    third = _dbt(project, "run")
+    assert all(third[m][1].startswith("up to date") for m in MODELS), third
+
+    tests = _dbt(project, "test")
+    assert tests and all(status == "pass" for status, _ in tests.values()), tests
+
+    # The chained model really is the filter of the maintained aggregate.
+    got = {r[0]: r[1] for r in spark.table("db.big_countries").collect()}
+    want = {
+        r[0]: r[1]
+        for r in spark.sql(
+            "SELECT c.country, sum(o.amount) FROM raw.orders o JOIN raw.customers c"
+            " ON o.customer_id = c.customer_id GROUP BY c.country HAVING count(*) >= 3"
+        ).collect()
+    }
+    assert got == want
+
+    # A source's schema changes (no change feed across it) and a model's SQL is edited.
+    spark.sql("ALTER TABLE raw.customers ADD COLUMN note STRING")
+    spark.sql("INSERT INTO raw.customers VALUES (99, 'DE', 'no orders yet')")
+    edited = project / "models" / "big_countries.sql"
+    edited.write_text(edited.read_text().replace(">= 3", ">= 4"))
+    fourth = _dbt(project, "run")
+    assert fourth["revenue_per_country"][1].startswith("rebuilt (the schema of"), fourth
+    assert fourth["big_countries"][1].startswith("rebuilt (model SQL changed)"), fourth
+
+    # Unsupported SQL fails naming the model and the construct, or is recomputed if allowed.
+    ranked = project / "models" / "ranked.sql"
+    window = (
+        "select country, rank() over (order by revenue desc) as r from {{ ref('big_countries') }}"
+    )
+    ranked.write_text(window)
+    failed = _dbt(project, "run", "--select", "ranked", success=False)
+    assert "model ranked" in failed["ranked"][1] and "window" in failed["ranked"][1], failed
+    ranked.write_text("{{ config(ivm_on_unsupported='full_refresh') }}\n" + window)
+    recomputed = _dbt(project, "run", "--select", "ranked")
+    assert recomputed["ranked"][1].startswith("recomputed ("), recomputed
+    tests = _dbt(project, "test")
+    assert all(status == "pass" for status, _ in tests.values()), tests
