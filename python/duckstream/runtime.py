@@ -8,9 +8,12 @@ the table and cursors are exactly as before.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from duckstream.plan import IVMPlan
+
+if TYPE_CHECKING:
+    from duckstream.strategy import Policy, RefreshReport
 
 
 class Connection(Protocol):
@@ -34,6 +37,19 @@ def setup(con: Connection, plan: IVMPlan) -> None:
     run_statements(con, plan.initialize_cursors)
 
 
-def refresh(con: Connection, plan: IVMPlan) -> None:
-    """Apply every change committed to the sources since the last refresh (one transaction)."""
-    run_statements(con, plan.maintain)
+def refresh(
+    con: Connection,
+    plan: IVMPlan,
+    strategy: str = "incremental",
+    policy: Policy | None = None,
+) -> RefreshReport:
+    """Apply every change committed to the sources since the last refresh (one transaction).
+
+    ``strategy``: ``"incremental"`` (the default) runs ``plan.maintain``; ``"full"`` rebuilds
+    the table and its cursors atomically (``plan.initialize_cursors``); ``"auto"`` estimates
+    the change from the DuckLake catalog and picks one (:mod:`duckstream.strategy`). The
+    returned report says which ran, why, and how long it took.
+    """
+    from duckstream.strategy import refresh as refresh_with
+
+    return refresh_with(con, plan, strategy, policy)

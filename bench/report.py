@@ -1,0 +1,439 @@
+"""Medians, the markdown report, the targets check and the charts."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from bench.run import SCALING, WORKLOADS, Batch, Results, Run
+
+
+@dataclass(frozen=True)
+class Row:
+    """Medians over the repetitions of one (scale factor, workload, query)."""
+
+    sf: float
+    workload: str
+    query: int
+    reps: int
+    auto_strategy: str
+    auto_reason: str
+    estimate_ms: float
+    auto_ms: float
+    incremental_ms: float
+    full_ms: float
+    recompute_ms: float
+    floor_ms: float
+    auto_cpu_ms: float
+    incremental_cpu_ms: float
+    full_cpu_ms: float
+    recompute_cpu_ms: float
+    floor_cpu_ms: float
+    incremental_peak_mib: float
+    full_peak_mib: float
+    recompute_peak_mib: float
+    mv_rows_written: int
+    equal: bool
+
+    @property
+    def speedup(self) -> float:
+        """Recomputation time over the auto refresh's."""
+        return self.recompute_ms / max(self.auto_ms, 1e-9)
+
+    @property
+    def incremental_speedup(self) -> float:
+        return self.recompute_ms / max(self.incremental_ms, 1e-9)
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def summarize(runs: Sequence[Run]) -> list[Row]:
+    groups: dict[tuple[float, str, int], list[Run]] = defaultdict(list)
+    for run in runs:
+        groups[(run.sf, run.workload, run.query)].append(run)
+    rows = []
+    for (sf, workload, query), group in groups.items():
+        strategy = Counter(r.auto_strategy for r in group).most_common(1)[0][0]
+        reason = next(r.auto_reason for r in group if r.auto_strategy == strategy)
+        rows.append(
+            Row(
+                sf=sf,
+                workload=workload,
+                query=query,
+                reps=len(group),
+                auto_strategy=strategy,
+                auto_reason=reason,
+                estimate_ms=_median([r.estimate_ms for r in group]),
+                auto_ms=_median([r.auto.ms for r in group]),
+                incremental_ms=_median([r.incremental.ms for r in group]),
+                full_ms=_median([r.full.ms for r in group]),
+                recompute_ms=_median([r.recompute.ms for r in group]),
+                floor_ms=_median([r.floor.ms for r in group]),
+                auto_cpu_ms=_median([r.auto.cpu_seconds * 1000 for r in group]),
+                incremental_cpu_ms=_median([r.incremental.cpu_seconds * 1000 for r in group]),
+                full_cpu_ms=_median([r.full.cpu_seconds * 1000 for r in group]),
+                recompute_cpu_ms=_median([r.recompute.cpu_seconds * 1000 for r in group]),
+                floor_cpu_ms=_median([r.floor.cpu_seconds * 1000 for r in group]),
+                incremental_peak_mib=_median([r.incremental.peak_mib for r in group]),
+                full_peak_mib=_median([r.full.peak_mib for r in group]),
+                recompute_peak_mib=_median([r.recompute.peak_mib for r in group]),
+                mv_rows_written=int(_median([r.mv_rows_written for r in group])),
+                equal=all(r.equal for r in group),
+            )
+        )
+    return sorted(rows, key=lambda r: (r.sf, r.workload, r.query))
+
+
+def geomean(values: Sequence[float]) -> float:
+    values = [v for v in values if v > 0]
+    if not values:
+        return float("nan")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def _batch_text(batch: Batch) -> str:
+    parts = []
+    for table, c in batch.counts.items():
+        if c["inserted"] or c["deleted"]:
+            parts.append(f"{table} +{c['inserted']:,}/-{c['deleted']:,}")
+        if c["updated"]:
+            parts.append(f"{table} {c['updated']:,} updated")
+    return ", ".join(parts)
+
+
+def _table(rows: Sequence[Row]) -> list[str]:
+    lines = [
+        "| Q | auto picks | auto | incremental | full | recompute | floor"
+        " | recompute ÷ auto | incremental ÷ floor | MV rows written"
+        " | peak MiB incr / full / recompute | equal |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
+    ]
+    for r in rows:
+        ratio_floor = r.incremental_ms / r.floor_ms if r.floor_ms > 0 else float("nan")
+        lines.append(
+            f"| {r.query} | {r.auto_strategy} | {_ms(r.auto_ms)} | {_ms(r.incremental_ms)}"
+            f" | {_ms(r.full_ms)} | {_ms(r.recompute_ms)} | {_ms(r.floor_ms)}"
+            f" | {r.speedup:.2f}x | {ratio_floor:.1f}x | {r.mv_rows_written:,}"
+            f" | {r.incremental_peak_mib:.0f} / {r.full_peak_mib:.0f} / {r.recompute_peak_mib:.0f}"
+            f" | {'yes' if r.equal else '**NO**'} |"
+        )
+    lines.append(
+        f"| geo-mean | | | | | | | {geomean([r.speedup for r in rows]):.2f}x"
+        f" (incremental: {geomean([r.incremental_speedup for r in rows]):.2f}x) | | | | |"
+    )
+    return lines
+
+
+def scaling_pairs(rows: Sequence[Row]) -> dict[str, list[tuple[Row, Row]]]:
+    """Per workload: (small SF fixed-size row, largest SF row) per query."""
+    if not rows:
+        return {}
+    top = max(r.sf for r in rows)
+    at_top = {(r.workload, r.query): r for r in rows if r.sf == top}
+    pairs: dict[str, list[tuple[Row, Row]]] = defaultdict(list)
+    for r in rows:
+        name, _, size = r.workload.partition("@sf")
+        if size and float(size) == top and (name, r.query) in at_top:
+            pairs[f"{name} SF {r.sf:g} -> {top:g}"].append((r, at_top[(name, r.query)]))
+    return dict(pairs)
+
+
+def _cpu(row: Row, what: str) -> float:
+    return max(getattr(row, f"{what}_cpu_ms"), 1e-6)
+
+
+def targets(rows: Sequence[Row]) -> list[str]:
+    """The issue's targets, each with met / missed and by how much, on wall-clock medians and
+    (in parentheses, steadier on a shared machine) on CPU-time medians."""
+    out = []
+    sf1 = [r for r in rows if r.sf == 1]
+
+    def pick(name: str) -> list[Row]:
+        return [r for r in sf1 if r.workload == name]
+
+    append = pick("append")
+    if append:
+        slower = [r for r in append if r.incremental_speedup <= 1]
+        slower_cpu = [r for r in append if _cpu(r, "recompute") <= _cpu(r, "incremental")]
+        g_inc = geomean([r.incremental_speedup for r in append])
+        g_auto = geomean([r.speedup for r in append])
+        g_cpu = geomean([_cpu(r, "recompute") / _cpu(r, "incremental") for r in append])
+        out.append(
+            f"- **SF1 append, refresh faster than recompute on every query**:"
+            f" {'met' if not slower else 'missed'} ({len(append) - len(slower)}/{len(append)}"
+            f" faster incrementally; slower: {', '.join(f'Q{r.query}' for r in slower) or '-'};"
+            f" by CPU time {len(append) - len(slower_cpu)}/{len(append)} faster)."
+        )
+        out.append(
+            f"- **SF1 append, geometric-mean speedup >= 10x**:"
+            f" {'met' if g_inc >= 10 else 'missed'} (incremental {g_inc:.2f}x, auto"
+            f" {g_auto:.2f}x; by CPU time incremental {g_cpu:.2f}x)."
+        )
+    for name in ("mixed", "update"):
+        group = pick(name)
+        if not group:
+            continue
+        worst = max(group, key=lambda r: r.auto_ms / r.recompute_ms)
+        ratio = worst.auto_ms / worst.recompute_ms
+        worst_cpu = max(group, key=lambda r: _cpu(r, "auto") / _cpu(r, "recompute"))
+        out.append(
+            f"- **SF1 {name}, auto never more than 20% slower than recompute**:"
+            f" {'met' if ratio <= 1.2 else 'missed'} (worst Q{worst.query}: {ratio:.2f}x"
+            f" recompute, auto picked {worst.auto_strategy}; geo-mean"
+            f" {geomean([r.auto_ms / r.recompute_ms for r in group]):.2f}x; by CPU time worst"
+            f" Q{worst_cpu.query} {_cpu(worst_cpu, 'auto') / _cpu(worst_cpu, 'recompute'):.2f}x)."
+        )
+        floor = [r for r in group if r.floor_ms > 0]
+        if floor:
+            far = max(floor, key=lambda r: r.auto_ms / r.floor_ms)
+            inc_far = max(floor, key=lambda r: r.incremental_ms / r.floor_ms)
+            far_cpu = max(floor, key=lambda r: _cpu(r, "auto") / _cpu(r, "floor"))
+            out.append(
+                f"- **SF1 {name}, within 3x of the floor**:"
+                f" {'met' if far.auto_ms / far.floor_ms <= 3 else 'missed'}"
+                f" (worst auto: Q{far.query} {far.auto_ms / far.floor_ms:.1f}x the floor;"
+                f" worst incremental: Q{inc_far.query}"
+                f" {inc_far.incremental_ms / inc_far.floor_ms:.1f}x; by CPU time worst auto"
+                f" Q{far_cpu.query} {_cpu(far_cpu, 'auto') / _cpu(far_cpu, 'floor'):.1f}x)."
+            )
+    for label, pairs in scaling_pairs(rows).items():
+        growth = [big.incremental_ms / small.incremental_ms for small, big in pairs]
+        growth_cpu = [_cpu(b, "incremental") / _cpu(s, "incremental") for s, b in pairs]
+        recompute = [big.recompute_ms / small.recompute_ms for small, big in pairs]
+        worst = max(growth)
+        out.append(
+            f"- **Scaling ({label}, same absolute change), refresh grows <= 3x**:"
+            f" {'met' if worst <= 3 else 'missed'} (incremental growth geo-mean"
+            f" {geomean(growth):.1f}x, worst {worst:.1f}x; recompute geo-mean"
+            f" {geomean(recompute):.1f}x; by CPU time incremental geo-mean"
+            f" {geomean(growth_cpu):.1f}x, worst {max(growth_cpu):.1f}x)."
+        )
+    return out or ["- SF 1 was not measured: no targets to check."]
+
+
+def markdown(results: Results, environment: dict) -> str:
+    rows = summarize(results.runs)
+    lines = [
+        "# Benchmark: incremental refresh against recomputation (TPC-H on DuckLake)",
+        "",
+        f"Generated by `{environment['command']}` on {environment['date']}: DuckDB"
+        f" {environment['duckdb']}, {environment['cpus']} cores, load average"
+        f" {environment['load_before']} before and {environment['load_after']} after the run"
+        " (the machine is shared: compare times within one table, not across runs).",
+        f"Times are medians of {environment['reps']} repetitions, wall clock, in ms; each"
+        " repetition refreshes the same committed batch on a fresh copy of the lake.",
+        "",
+        "- **auto**: `refresh(strategy='auto')`, estimate included: what users get; **auto"
+        " picks** is the path it chose. **incremental** / **full**: the forced paths (`maintain`"
+        " / `initialize_cursors`, atomic with the cursors).",
+        "- **recompute**: `CREATE OR REPLACE TABLE ... AS` the query, into the same catalog.",
+        "- **floor**: reading the batch's inserted and deleted rows of the sources the query"
+        " reads (the columns it uses) with `ducklake_table_insertions/deletions`.",
+        "- **MV rows written**: rows the incremental refresh deleted plus inserted in the view's"
+        " table. **peak MiB**: resident-set high-water mark above the start of the operation.",
+        "- **equal**: auto, incremental and full all equal recomputation (as multisets) in every"
+        " repetition.",
+        "",
+        "## Targets",
+        "",
+        *targets(rows),
+    ]
+    batches = {(b.sf, b.workload.key): b for b in results.batches}
+    for (sf, workload), batch in sorted(batches.items()):
+        group = [r for r in rows if r.sf == sf and r.workload == workload]
+        if not group:
+            continue
+        w = batch.workload
+        title = (
+            w.description
+            if w.fixed_size_of is None
+            else f"same change as at SF {w.fixed_size_of:g}"
+        )
+        lines += [
+            "",
+            f"## SF {sf:g}, {workload}: {title}",
+            "",
+            f"Batch: {_batch_text(batch)}.",
+            "",
+            *_table(group),
+        ]
+    pairs = scaling_pairs(rows)
+    if pairs:
+        lines += [
+            "",
+            "## Scaling: the same absolute change on a 10x larger database",
+            "",
+            "| workload | Q | incremental small | incremental large | growth"
+            " | recompute small | recompute large | growth |",
+            "|---|---|--:|--:|--:|--:|--:|--:|",
+        ]
+        for label, group in pairs.items():
+            for small, big in group:
+                lines.append(
+                    f"| {label} | {small.query} | {_ms(small.incremental_ms)}"
+                    f" | {_ms(big.incremental_ms)}"
+                    f" | {big.incremental_ms / small.incremental_ms:.1f}x"
+                    f" | {_ms(small.recompute_ms)} | {_ms(big.recompute_ms)}"
+                    f" | {big.recompute_ms / small.recompute_ms:.1f}x |"
+                )
+    lines += ["", "## What auto chose, and why (the reason of the first query of each kind)", ""]
+    for sf, workload in sorted({(r.sf, r.workload) for r in rows}):
+        group = [r for r in rows if r.sf == sf and r.workload == workload]
+        parts = []
+        for strategy in ("incremental", "full"):
+            chosen = [r for r in group if r.auto_strategy == strategy]
+            if chosen:
+                queries = ", ".join(f"Q{r.query}" for r in chosen)
+                parts.append(
+                    f"**{strategy}** for {queries} (Q{chosen[0].query}: {chosen[0].auto_reason})"
+                )
+        lines.append(f"- SF {sf:g} {workload}: " + "; ".join(parts))
+    return "\n".join(lines) + "\n"
+
+
+def read_json(path: Path) -> tuple[Results, dict]:
+    """The results and environment ``write_json`` wrote (to redo the report and charts)."""
+    from bench.measure import Sample
+
+    payload = json.loads(path.read_text())
+    runs = []
+    for raw in payload["runs"]:
+        for key in ("auto", "incremental", "full", "recompute", "floor"):
+            raw[key] = Sample(**raw[key])
+        runs.append(Run(**raw))
+    batches = []
+    for raw in payload["batches"]:
+        name, _, size = raw["workload"].partition("@sf")
+        workload = WORKLOADS[name]
+        if size:
+            workload = replace(workload, fixed_size_of=float(size))
+        batches.append(
+            Batch(raw["sf"], workload, raw.get("before", 0), raw.get("after", 0), raw["counts"])
+        )
+    return Results(runs, batches), payload["environment"]
+
+
+def write_json(results: Results, environment: dict, path: Path) -> None:
+    payload = {
+        "environment": environment,
+        "batches": [
+            {
+                "sf": b.sf,
+                "workload": b.workload.key,
+                "before": b.before,
+                "after": b.after,
+                "counts": b.counts,
+            }
+            for b in results.batches
+        ],
+        "runs": [asdict(r) for r in results.runs],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1, default=str))
+
+
+def charts(results: Results, out: Path) -> list[Path]:
+    """Refresh vs recompute per query (log scale), and the scaling view; [] without
+    matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    rows = summarize(results.runs)
+    written = []
+    sfs = sorted({r.sf for r in rows})
+    names = [w for w in WORKLOADS if any(r.workload == w for r in rows)]
+    if rows and names:
+        fig, axes = plt.subplots(
+            len(sfs), len(names), figsize=(4.2 * len(names), 3.4 * len(sfs)), squeeze=False
+        )
+        for i, sf in enumerate(sfs):
+            for j, name in enumerate(names):
+                ax = axes[i][j]
+                group = [r for r in rows if r.sf == sf and r.workload == name]
+                xs = range(len(group))
+                width = 0.27
+                ax.bar(
+                    [x - width for x in xs],
+                    [r.incremental_ms for r in group],
+                    width,
+                    label="incremental",
+                    color="#4c72b0",
+                )
+                ax.bar(xs, [r.auto_ms for r in group], width, label="auto", color="#55a868")
+                ax.bar(
+                    [x + width for x in xs],
+                    [r.recompute_ms for r in group],
+                    width,
+                    label="recompute",
+                    color="#c44e52",
+                )
+                ax.scatter(
+                    list(xs),
+                    [max(r.floor_ms, 0.1) for r in group],
+                    marker="_",
+                    s=200,
+                    color="black",
+                    label="floor",
+                    zorder=3,
+                )
+                ax.set_yscale("log")
+                ax.set_xticks(list(xs), [f"Q{r.query}" for r in group], fontsize=7)
+                ax.set_title(f"SF {sf:g}, {name}", fontsize=9)
+                if j == 0:
+                    ax.set_ylabel("ms (log)")
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle("duckstream refresh vs recomputation, TPC-H on DuckLake (median ms)")
+        fig.tight_layout()
+        path = out / "benchmarks.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    pairs = scaling_pairs(rows)
+    if pairs:
+        fig, axes = plt.subplots(1, len(pairs), figsize=(4.5 * len(pairs), 3.4), squeeze=False)
+        for ax, (label, group) in zip(axes[0], pairs.items(), strict=True):
+            xs = range(len(group))
+            ax.bar(
+                [x - 0.2 for x in xs],
+                [b.incremental_ms / s.incremental_ms for s, b in group],
+                0.4,
+                label="incremental",
+                color="#4c72b0",
+            )
+            ax.bar(
+                [x + 0.2 for x in xs],
+                [b.recompute_ms / s.recompute_ms for s, b in group],
+                0.4,
+                label="recompute",
+                color="#c44e52",
+            )
+            ax.axhline(3, color="black", linestyle="--", linewidth=0.8)
+            ax.set_yscale("log")
+            ax.set_xticks(list(xs), [f"Q{s.query}" for s, _ in group], fontsize=7)
+            ax.set_title(f"growth, {label}", fontsize=9)
+        axes[0][0].legend(fontsize=7)
+        axes[0][0].set_ylabel("time ratio (log); dashed: 3x target")
+        fig.tight_layout()
+        path = out / "benchmarks_scaling.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+__all__ = ["SCALING", "charts", "markdown", "summarize", "targets", "write_json"]

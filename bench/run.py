@@ -1,0 +1,336 @@
+"""The measurement loop: lakes, views, change batches and, per query, every way to refresh.
+
+Per scale factor: copy the TPC-H template, set up one view per query (``mv_q<n>``) and keep
+that lake. Per workload: copy it and commit the workload's batch (one snapshot). Per
+repetition, two fresh copies of that lake, so every repetition refreshes the same batch:
+
+* pass A, per query (after running the query once, untimed, to warm the caches):
+  ``refresh(strategy="auto")`` (estimate included), recomputation
+  (``CREATE OR REPLACE TABLE lake.main.bench_recompute_q<n> AS`` the query), a check that the
+  view equals it, and the floor: reading the window's inserted and deleted rows of the
+  touched sources (the columns the query uses) from ``ducklake_table_insertions/deletions``;
+* pass B, per query (warmed the same way): ``refresh(strategy="incremental")``, the rows it
+  wrote to the view's table (from the table's own change feed), a check, then
+  ``refresh(strategy="full")`` (a rebuild at the same snapshot) and a check.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Generator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+
+from bench import lakes
+from bench.measure import Sample, measure
+from duckstream import compile_ivm
+from duckstream.plan import IVMPlan
+from duckstream.runtime import setup
+from duckstream.strategy import refresh
+from duckstream.testing.differential import as_multiset, multiset_diff
+from duckstream.testing.ducklake import current_snapshot
+from duckstream.testing.tpch import WORKLOADS as GENERATORS
+from duckstream.testing.tpch import tpch_query
+
+SUPPORTED = (1, 3, 5, 6, 7, 8, 9, 10, 12, 14, 19)
+LAKE = lakes.LAKE
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One committed change batch: ``generator`` from ``duckstream.testing.tpch``."""
+
+    name: str
+    generator: str
+    fraction: float
+    description: str
+    seed: int
+    fixed_size_of: float | None = None  # scaling variant: the change size at this SF
+
+    def at(self, sf: float) -> float:
+        """The generator's fraction at ``sf`` (scaled up for a fixed-size variant)."""
+        if self.fixed_size_of is None:
+            return self.fraction
+        return self.fraction * self.fixed_size_of / sf
+
+    @property
+    def key(self) -> str:
+        if self.fixed_size_of is None:
+            return self.name
+        return f"{self.name}@sf{self.fixed_size_of:g}"
+
+
+WORKLOADS = {
+    "append": Workload("append", "append", 0.001, "0.1% new orders with their lineitems", 1),
+    "mixed": Workload(
+        "mixed", "mixed", 0.001, "0.1% new orders + 0.1% of orders deleted, with lineitems", 2
+    ),
+    "update": Workload("update", "update_lineitem", 0.001, "0.1% of lineitem rows updated", 3),
+    "large": Workload("large", "large", 0.05, "5% new + 5% deleted orders, with lineitems", 4),
+}
+SCALING = ("append", "mixed", "update")  # fixed-size variants for the scaling view
+
+
+@dataclass
+class Batch:
+    sf: float
+    workload: Workload
+    before: int  # snapshot before the batch
+    after: int  # snapshot of the batch
+    counts: dict[str, dict[str, int]]
+
+    @property
+    def tables(self) -> set[str]:
+        return {t for t, c in self.counts.items() if any(c.values())}
+
+
+@dataclass
+class Run:
+    """One query, one repetition."""
+
+    sf: float
+    workload: str  # Workload.key
+    query: int
+    rep: int
+    auto_strategy: str
+    auto_reason: str
+    estimate_ms: float
+    auto: Sample
+    incremental: Sample
+    full: Sample
+    recompute: Sample
+    floor: Sample
+    mv_rows_written: int
+    equal: bool
+    change_rows: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Config:
+    sfs: Sequence[float]
+    queries: Sequence[int] = SUPPORTED
+    workloads: Sequence[str] = tuple(WORKLOADS)
+    reps: int = 3
+    scaling: bool = True
+    cache: Path = lakes.CACHE
+
+
+def compile_views(queries: Sequence[int]) -> dict[int, IVMPlan]:
+    return {
+        q: compile_ivm(tpch_query(q), mv_name=f"mv_q{q}", mv_catalog=LAKE, mv_schema="main")
+        for q in queries
+    }
+
+
+def plan_workloads(config: Config) -> list[tuple[float, Workload]]:
+    """(sf, workload) pairs in run order; fixed-size variants at the smaller SFs."""
+    top = max(config.sfs)
+    pairs: list[tuple[float, Workload]] = []
+    for sf in sorted(config.sfs):
+        for name in config.workloads:
+            pairs.append((sf, WORKLOADS[name]))
+            if config.scaling and name in SCALING and sf < top:
+                pairs.append((sf, replace(WORKLOADS[name], fixed_size_of=top)))
+    return pairs
+
+
+def _used_columns(con: duckdb.DuckDBPyConnection, query: int, table: str) -> list[str]:
+    names = {c.name.lower() for c in sqlglot.parse_one(tpch_query(query)).find_all(exp.Column)}
+    columns = [
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_catalog = ?"
+            " AND table_schema = 'main' AND table_name = ? ORDER BY ordinal_position",
+            [LAKE, table],
+        ).fetchall()
+    ]
+    return [c for c in columns if c.lower() in names] or columns[:1]
+
+
+def floor_statements(
+    con: duckdb.DuckDBPyConnection, query: int, plan: IVMPlan, batch: Batch
+) -> list[str]:
+    """Read the batch's changed rows of the query's touched sources (used columns only)."""
+    statements = []
+    for table in sorted(set(plan.base_tables) & batch.tables):
+        cols = ", ".join(_used_columns(con, query, table))
+        args = f"'{LAKE}', 'main', '{table}', {batch.before + 1}, {batch.after}"
+        statements.append(
+            f"CREATE OR REPLACE TEMP TABLE bench_floor_{table} AS"
+            f" SELECT {cols} FROM ducklake_table_insertions({args})"
+            f" UNION ALL SELECT {cols} FROM ducklake_table_deletions({args})"
+        )
+    return statements
+
+
+def _mv_rows_written(con: duckdb.DuckDBPyConnection, query: int, start: int, end: int) -> int:
+    if end <= start:
+        return 0
+    args = f"'{LAKE}', 'main', 'mv_q{query}', {start + 1}, {end}"
+    row = con.execute(
+        f"SELECT (SELECT count(*) FROM ducklake_table_insertions({args}))"
+        f" + (SELECT count(*) FROM ducklake_table_deletions({args}))"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@contextmanager
+def _lake(source: Path, target: Path) -> Generator[duckdb.DuckDBPyConnection]:
+    """A fresh copy of the lake, written back to disk (so no measured commit waits for the
+    copy's dirty pages), on a connection that has already read the catalog once."""
+    lakes.copy_lake(source, target)
+    os.sync()
+    con = lakes.connect(target)
+    con.execute(f"SELECT count(*) FROM ducklake_snapshots('{LAKE}')").fetchall()
+    con.execute(f"SELECT count(*) FROM {LAKE}.main._ivm_cursors").fetchall()
+    con.execute(f"SELECT count(*) FROM __ducklake_metadata_{LAKE}.ducklake_data_file").fetchall()
+    try:
+        yield con
+    finally:
+        con.close()
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:
+    return con.execute(sql).fetchall()
+
+
+def _warm(con: duckdb.DuckDBPyConnection, query: int) -> None:
+    """Run the query once, untimed, so every measured operation starts with its sources in
+    the OS page cache and DuckDB's caches, whichever operation comes first."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE bench_warm AS {tpch_query(query)}")
+
+
+def prepare_views(template: Path, target: Path, plans: dict[int, IVMPlan]) -> Path:
+    lakes.copy_lake(template, target)
+    con = lakes.connect(target)
+    try:
+        for plan in plans.values():
+            setup(con, plan)
+    finally:
+        con.close()
+    return target
+
+
+def commit_batch(views: Path, target: Path, sf: float, workload: Workload) -> Batch:
+    lakes.copy_lake(views, target)
+    con = lakes.connect(target)
+    try:
+        before = current_snapshot(con, LAKE)
+        generate = GENERATORS[workload.generator]
+        counts = generate(con, LAKE, random.Random(workload.seed), workload.at(sf))
+        after = current_snapshot(con, LAKE)
+    finally:
+        con.close()
+    return Batch(sf, workload, before, after, counts)
+
+
+def measure_rep(
+    batch_dir: Path,
+    work: Path,
+    batch: Batch,
+    plans: dict[int, IVMPlan],
+    rep: int,
+    log: Callable[[str], None],
+) -> list[Run]:
+    """Both passes of one repetition over every query (see the module docstring)."""
+    first: dict[int, dict] = {}
+    expected: dict[int, Counter] = {}
+    with _lake(batch_dir, work / "pass-a") as con:
+        for q, plan in plans.items():
+            _warm(con, q)
+            report, auto = measure(lambda plan=plan: refresh(con, plan, "auto"))
+            recompute_table = f"{LAKE}.main.bench_recompute_q{q}"
+            ctas = f"CREATE OR REPLACE TABLE {recompute_table} AS {tpch_query(q)}"
+            _, recompute = measure(lambda ctas=ctas: con.execute(ctas))
+            expected[q] = as_multiset(_rows(con, f"SELECT * FROM {recompute_table}"))
+            equal = as_multiset(_rows(con, plan.query_mv)) == expected[q]
+            statements = floor_statements(con, q, plan, batch)
+            _, floor = measure(lambda s=statements: [con.execute(x) for x in s])
+            first[q] = dict(report=report, auto=auto, recompute=recompute, floor=floor, equal=equal)
+            if not equal:
+                log(f"  q{q} auto ({report.strategy}) differs from recomputation")
+    runs = []
+    with _lake(batch_dir, work / "pass-b") as con:
+        for q, plan in plans.items():
+            _warm(con, q)
+            start = current_snapshot(con, LAKE)
+            _, incremental = measure(lambda plan=plan: refresh(con, plan, "incremental"))
+            written = _mv_rows_written(con, q, start, current_snapshot(con, LAKE))
+            got = as_multiset(_rows(con, plan.query_mv))
+            equal_incremental = got == expected[q]
+            if not equal_incremental:
+                log(f"  q{q} incremental differs:\n{multiset_diff(expected[q], got)}")
+            _, full = measure(lambda plan=plan: refresh(con, plan, "full"))
+            equal_full = as_multiset(_rows(con, plan.query_mv)) == expected[q]
+            a = first[q]
+            report = a["report"]
+            run = Run(
+                sf=batch.sf,
+                workload=batch.workload.key,
+                query=q,
+                rep=rep,
+                auto_strategy=report.strategy,
+                auto_reason=report.reason,
+                estimate_ms=report.estimate_seconds * 1000,
+                auto=a["auto"],
+                incremental=incremental,
+                full=full,
+                recompute=a["recompute"],
+                floor=a["floor"],
+                mv_rows_written=written,
+                equal=a["equal"] and equal_incremental and equal_full,
+                change_rows=report.change_rows,
+            )
+            runs.append(run)
+            log(
+                f"  q{q:<2} auto {run.auto.ms:7.0f} ms ({run.auto_strategy:<11})"
+                f" incr {run.incremental.ms:7.0f}  full {run.full.ms:7.0f}"
+                f"  recompute {run.recompute.ms:7.0f}  floor {run.floor.ms:6.0f}"
+                f"  {'equal' if run.equal else 'DIFFERENT'}"
+            )
+    return runs
+
+
+@dataclass
+class Results:
+    runs: list[Run] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
+
+
+def run_benchmark(config: Config, log: Callable[[str], None] = print) -> Results:
+    plans = compile_views(config.queries)
+    results = Results()
+    pairs = plan_workloads(config)
+    with tempfile.TemporaryDirectory(prefix="duckstream-bench-") as tmp:
+        work = Path(tmp)
+        for sf in sorted(config.sfs):
+            log(f"SF {sf:g}: TPC-H template")
+            template = lakes.template(sf, config.cache)
+            log(f"SF {sf:g}: setting up {len(plans)} views")
+            views = prepare_views(template, work / "views", plans)
+            for pair_sf, workload in pairs:
+                if pair_sf != sf:
+                    continue
+                batch = commit_batch(views, work / "batch", sf, workload)
+                results.batches.append(batch)
+                changed = ", ".join(
+                    f"{t} +{c['inserted'] + c['updated']:,}/-{c['deleted'] + c['updated']:,}"
+                    for t, c in batch.counts.items()
+                    if any(c.values())
+                )
+                for rep in range(config.reps):
+                    log(f"SF {sf:g} {workload.key} ({changed}) rep {rep + 1}/{config.reps}")
+                    results.runs += measure_rep(work / "batch", work, batch, plans, rep, log)
+                shutil.rmtree(work / "batch", ignore_errors=True)
+            shutil.rmtree(views, ignore_errors=True)
+    return results

@@ -1,0 +1,168 @@
+"""The cost-based choice between incremental and full refresh (duckstream.strategy).
+
+A small DuckLake: ``facts`` (100k rows, one data file) joined to ``dims`` (100 rows). Small
+changes are maintained incrementally, huge ones rebuilt; whatever is chosen, the table equals
+recomputation. The estimate comes from the catalog alone and must count exactly what the
+change feed holds: inserts, deletes, updates (both), inlined rows. ``LEAN`` leaves out the
+fixed cost of an incremental refresh, which on a view this small outweighs any change.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from duckstream.runtime import refresh as runtime_refresh
+from duckstream.runtime import setup
+from duckstream.strategy import Policy, RefreshReport, choose, refresh
+from duckstream.testing.differential import DuckLakeHarness
+
+VIEW = (
+    "SELECT d.name, count(*) AS n, sum(f.v) AS total"
+    " FROM facts f JOIN dims d ON f.k = d.k GROUP BY d.name"
+)
+FACTS = "dl.main.facts"
+LEAN = Policy(overhead_rows=0)
+
+
+@pytest.fixture
+def view(lake):
+    lake.execute("CREATE TABLE dl.main.dims (k INTEGER, name VARCHAR)")
+    lake.execute("INSERT INTO dl.main.dims SELECT i, 'd' || (i % 7) FROM range(100) r(i)")
+    lake.execute("CREATE TABLE dl.main.facts (id BIGINT, k INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO dl.main.facts SELECT i, i % 100, i % 13 FROM range(100000) r(i)")
+    harness = DuckLakeHarness(lake)
+    plan = harness.compile(VIEW)
+    setup(lake, plan)
+    return harness, plan
+
+
+def _refresh(harness: DuckLakeHarness, plan, **kwargs) -> RefreshReport:
+    report = refresh(harness.con, plan, **kwargs)
+    harness.check(plan, VIEW, f"after a {report.strategy} refresh ({report.reason})")
+    return report
+
+
+def test_no_change_is_incremental(view):
+    harness, plan = view
+    report = _refresh(harness, plan)
+    assert (report.strategy, report.reason) == ("incremental", "no source changed")
+    assert report.change_rows == {FACTS: 0, "dl.main.dims": 0}
+
+
+def test_small_change_is_incremental(view):
+    harness, plan = view
+    harness.con.execute("INSERT INTO dl.main.facts SELECT 100000 + i, i, 5 FROM range(50) r(i)")
+    assert choose(harness.con, plan, Policy()).strategy == "full"  # the fixed cost
+    report = _refresh(harness, plan, policy=LEAN)
+    assert report.strategy == "incremental"
+    assert report.sources[FACTS].inserted == 50 and report.sources[FACTS].deleted == 0
+    assert report.sources[FACTS].rows == 100050
+    assert report.incremental_cost is not None and report.full_cost is not None
+    assert report.incremental_cost < report.full_cost
+    assert "facts +50/-0" in report.reason
+    assert report.elapsed >= report.estimate_seconds > 0
+
+
+def test_huge_change_is_full(view):
+    harness, plan = view
+    harness.con.execute(
+        "INSERT INTO dl.main.facts SELECT 200000 + i, i % 100, 1 FROM range(60000) r(i)"
+    )
+    harness.con.execute("DELETE FROM dl.main.facts WHERE id % 2 = 0")
+    report = _refresh(harness, plan, policy=LEAN)
+    assert report.strategy == "full"
+    assert report.sources[FACTS].inserted == 60000
+    assert report.sources[FACTS].deleted == 50000 + 30000
+    assert "more than 10%" in report.reason
+    # the cursors moved: the next small change is incremental again, and exact
+    harness.con.execute("INSERT INTO dl.main.facts VALUES (999999, 5, 7)")
+    assert _refresh(harness, plan, policy=LEAN).strategy == "incremental"
+
+
+def test_deletes_read_their_data_files(view):
+    """Deleted rows are read positionally: the whole 100k-row file is scanned, so a delete of
+    a few rows from a big file costs about a rebuild of a view over that file."""
+    harness, plan = view
+    harness.con.execute("DELETE FROM dl.main.facts WHERE id < 30")
+    estimate = choose(harness.con, plan, LEAN)
+    assert estimate.sources[FACTS].deleted == 30
+    assert estimate.sources[FACTS].scanned == 100000
+    assert estimate.incremental_cost is not None and estimate.full_cost is not None
+    assert estimate.incremental_cost > estimate.full_cost
+    assert estimate.strategy == "full"
+    _refresh(harness, plan, policy=LEAN)
+
+
+def test_updates_count_twice_and_several_snapshots_add_up(view):
+    harness, plan = view
+    harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id < 40")
+    harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id < 10")
+    harness.con.execute("INSERT INTO dl.main.facts VALUES (-1, 3, 3), (-2, 4, 4)")  # inlined
+    harness.con.execute("DELETE FROM dl.main.facts WHERE id = -1")
+    harness.con.execute("UPDATE dl.main.dims SET name = 'renamed' WHERE k = 3")
+    report = choose(harness.con, plan, Policy())
+    feed = harness.con.execute(
+        "SELECT (SELECT count(*) FROM ducklake_table_insertions('dl', 'main', 'facts', ?, ?)),"
+        " (SELECT count(*) FROM ducklake_table_deletions('dl', 'main', 'facts', ?, ?))",
+        [_cursor(harness) + 1, _end(harness)] * 2,
+    ).fetchone()
+    facts = report.sources[FACTS]
+    assert (facts.inserted, facts.deleted) == feed
+    assert report.change_rows["dl.main.dims"] == 2
+    for strategy in ("incremental", "full"):  # both paths are exact from here
+        assert _refresh(harness, plan, strategy=strategy).strategy == strategy
+
+
+def test_forced_strategies_and_policy(view):
+    harness, plan = view
+    harness.con.execute("INSERT INTO dl.main.facts VALUES (-5, 1, 1)")
+    eager = Policy(max_fraction=0.0)
+    report = _refresh(harness, plan, policy=eager)
+    assert report.strategy == "full" and report.requested == "auto"
+    harness.con.execute("INSERT INTO dl.main.facts VALUES (-6, 1, 1)")
+    report = _refresh(harness, plan, strategy="full")
+    assert (report.strategy, report.reason) == ("full", "requested")
+    with pytest.raises(ValueError, match="strategy"):
+        refresh(harness.con, plan, strategy="sometimes")
+
+
+def test_runtime_refresh_stays_incremental_by_default(view):
+    harness, plan = view
+    harness.con.execute("INSERT INTO dl.main.facts SELECT 300000 + i, 1, 1 FROM range(90000) r(i)")
+    report = runtime_refresh(harness.con, plan)
+    assert (report.strategy, report.requested) == ("incremental", "incremental")
+    harness.check(plan, VIEW)
+    harness.con.execute("INSERT INTO dl.main.facts VALUES (-7, 2, 2)")
+    assert runtime_refresh(harness.con, plan, strategy="auto").requested == "auto"
+    harness.check(plan, VIEW)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "CALL ducklake_expire_snapshots('dl', versions => [{cursor}])",
+        "CREATE OR REPLACE TABLE dl.main.dims AS SELECT 1 AS k, 'x' AS name",
+        "ALTER TABLE dl.main.dims ADD COLUMN extra INTEGER",
+    ],
+)
+def test_auto_rebuilds_when_incremental_is_impossible(view, change):
+    harness, plan = view
+    harness.con.execute("INSERT INTO dl.main.facts VALUES (-8, 1, 1)")
+    harness.con.execute(change.format(cursor=_cursor(harness)))
+    report = _refresh(harness, plan)
+    assert report.strategy == "full"
+    assert any(word in report.reason for word in ("expired", "recreated", "altered"))
+
+
+def _cursor(harness: DuckLakeHarness) -> int:
+    row = harness.con.execute(
+        "SELECT min(last_snapshot) FROM dl.main._ivm_cursors WHERE mv_name = 'mv'"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _end(harness: DuckLakeHarness) -> int:
+    row = harness.con.execute("SELECT max(snapshot_id) FROM ducklake_snapshots('dl')").fetchone()
+    assert row is not None
+    return int(row[0])
