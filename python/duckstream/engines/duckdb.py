@@ -187,13 +187,18 @@ class DuckLakeEngine(Engine):
         return statements
 
     def advance_cursors(self) -> list[str]:
+        """One UPDATE for all sources (each DuckLake statement has a fixed cost)."""
         mv = _lit(self.tgt.name)
+        if not self.sources:
+            return []
+        ends = " ".join(
+            f"WHEN {_lit(s.fqn)} THEN {self._end(s.catalog).sql('duckdb')}" for s in self.sources
+        )
+        names = ", ".join(_lit(s.fqn) for s in self.sources)
         return [
-            f"UPDATE {self.tgt.cursors_fqn}"
-            f" SET last_snapshot = {self._end(s.catalog).sql('duckdb')}"
-            f" WHERE mv_name = {mv} AND source_table = {_lit(s.fqn)}"
+            f"UPDATE {self.tgt.cursors_fqn} SET last_snapshot = CASE source_table {ends} END"
+            f" WHERE mv_name = {mv} AND source_table IN ({names})"
             f" AND {self.any_changed().sql('duckdb')}"
-            for s in self.sources
         ]
 
     def create_temp(self, name: str, query: exp.Expr) -> str:
