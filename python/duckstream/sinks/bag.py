@@ -49,9 +49,8 @@ class BagSink(Sink):
         )
         return f"CREATE OR REPLACE TABLE {self.mv} AS {query.sql(self.engine.dialect)}"
 
-    def _insert(self, query: exp.Query) -> str:
-        columns = ", ".join(col(c).sql(self.engine.dialect) for c in [*self.visible_columns(), ROW])
-        return f"INSERT INTO {self.mv} ({columns}) {query.sql(self.engine.dialect)}"
+    def all_columns(self) -> list[str]:
+        return [*self.visible_columns(), ROW]
 
     def populate(self) -> list[str]:
         return [self._insert(self._numbered(self.relation.state(self.ctx, Version.NEW)))]
@@ -89,8 +88,7 @@ class BagSink(Sink):
             .from_(exp.to_table(delta).as_("d"))
             .where(f"d.{MULT} > 0")
         )
-        columns = [*self.visible_columns(), ROW]
         return [
             self.engine.create_temp(delta, numbered_net),
-            *self.engine.replace_rows([ROW], doomed, self._numbered(copies), columns),
+            *self.engine.replace_rows([ROW], doomed, self._numbered(copies), self.all_columns()),
         ]

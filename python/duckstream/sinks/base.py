@@ -39,6 +39,15 @@ class Sink(ABC):
     def visible_columns(self) -> list[str]: ...
 
     @abstractmethod
+    def all_columns(self) -> list[str]:
+        """Every column of the table, visible then hidden, in table order."""
+
+    def _insert(self, query: exp.Query) -> str:
+        """``INSERT INTO <view table> (<all columns>) query``."""
+        columns = ", ".join(col(c).sql(self.engine.dialect) for c in self.all_columns())
+        return f"INSERT INTO {self.mv} ({columns}) {query.sql(self.engine.dialect)}"
+
+    @abstractmethod
     def create_mv(self) -> str:
         """Create the (empty) table with visible and hidden columns."""
 

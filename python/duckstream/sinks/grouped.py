@@ -145,10 +145,6 @@ class GroupedSink(Sink):
             query = query.where(exp.and_(*conditions))
         return query
 
-    def _insert(self, query: exp.Query) -> str:
-        columns = ", ".join(col(c).sql(self.engine.dialect) for c in self.all_columns())
-        return f"INSERT INTO {self.mv} ({columns}) {query.sql(self.engine.dialect)}"
-
     def _state_rows(self, version: Version) -> exp.Query:
         return union_all(
             [self._grouped_state(t) for t in self.block.state_terms(self.ctx, version)]
