@@ -9,7 +9,7 @@ snapshot isolation, and the window is pinned explicitly on top of that.
 
 from __future__ import annotations
 
-from sqlglot import exp, parse_one
+from sqlglot import exp
 
 from duckstream.engines.base import MULT, Engine, Source, Version
 
@@ -31,17 +31,22 @@ class DuckLakeEngine(Engine):
     def set_runtime_value(self, name: str, query: exp.Expr) -> str:
         return f"SET VARIABLE {self._var(name)} = ({query.sql(dialect='duckdb')})"
 
+    # The window of one refresh (end snapshot per catalog, cursor and "changed" per source) is
+    # one STRUCT variable set by one statement: each statement costs a DuckLake round trip.
+    def _window_value(self, field: str) -> exp.Expr:
+        return exp.Dot(this=self.runtime_value("window"), expression=exp.to_identifier(field))
+
     def _end(self, catalog: str) -> exp.Expr:
-        return self.runtime_value(f"end_{catalog}")
+        return self._window_value(f"end_{self._catalogs().index(catalog)}")
 
     def _cursor(self, source: Source) -> exp.Expr:
-        return self.runtime_value(f"cursor_{source.index}")
+        return self._window_value(f"cursor_{source.index}")
 
     def changed(self, source: Source) -> exp.Expr:
-        return self.runtime_value(f"changed_{source.index}")
+        return self._window_value(f"changed_{source.index}")
 
     def any_changed(self) -> exp.Expr:
-        return self.runtime_value("changed")
+        return self._window_value("changed")
 
     # -- relations -------------------------------------------------------------------------
     def state(self, source: Source, version: Version) -> exp.Expr:
@@ -89,13 +94,25 @@ class DuckLakeEngine(Engine):
     def _catalogs(self) -> list[str]:
         return sorted({s.catalog for s in self.sources} | {self.tgt.catalog})
 
-    def _pin_ends(self) -> list[str]:
+    def _snapshots_ctes(self) -> list[str]:
+        """One read of each catalog's snapshot list (``ducklake_snapshots`` costs a catalog
+        round trip per call) and each catalog's end snapshot: what this refresh sees."""
+        reads = " UNION ALL ".join(
+            f"SELECT {k} AS catalog, snapshot_id, changes FROM ducklake_snapshots({_lit(c)})"
+            for k, c in enumerate(self._catalogs())
+        )
         return [
-            self.set_runtime_value(
-                f"end_{c}", parse_one(f"SELECT max(snapshot_id) FROM ducklake_snapshots({_lit(c)})")
-            )
-            for c in self._catalogs()
+            f"_ivm_snapshots AS MATERIALIZED ({reads})",
+            "_ivm_ends AS MATERIALIZED (SELECT catalog, max(snapshot_id) AS e"
+            " FROM _ivm_snapshots GROUP BY catalog)",
         ]
+
+    def _end_of(self, catalog: str) -> str:
+        k = self._catalogs().index(catalog)
+        return f"(SELECT e FROM _ivm_ends WHERE catalog = {k})"
+
+    def _ends(self) -> list[str]:
+        return [f"end_{k} := {self._end_of(c)}" for k, c in enumerate(self._catalogs())]
 
     def _table_id(self, source: Source) -> str:
         meta = f"__ducklake_metadata_{source.catalog}"
@@ -107,15 +124,25 @@ class DuckLakeEngine(Engine):
         )
 
     def pin_for_initialize(self) -> list[str]:
-        statements = self._pin_ends()
+        missing = " ".join(
+            f"WHEN ({self._table_id(s)}) IS NULL"
+            f" THEN {_lit(f'duckstream: source table {s.fqn} does not exist')}"
+            for s in self.sources
+        )
+        fields = self._ends()
         for s in self.sources:
-            statements.append(
-                f"SELECT CASE WHEN ({self._table_id(s)}) IS NULL THEN error("
-                f"{_lit(f'duckstream: source table {s.fqn} does not exist')}) END"
+            end = self._end_of(s.catalog)
+            fields += [f"cursor_{s.index} := {end}", f"changed_{s.index} := true"]
+        fields.append("changed := true")
+        ctes = self._snapshots_ctes()
+        window = f"struct_pack({', '.join(fields)})"
+        if missing:
+            ctes.append(f"_ivm_missing AS (SELECT CASE {missing} END AS problem)")
+            window = (
+                "CASE WHEN (SELECT problem FROM _ivm_missing) IS NOT NULL"
+                f" THEN error((SELECT problem FROM _ivm_missing)) ELSE {window} END"
             )
-            end = self._end(s.catalog).sql("duckdb")
-            statements.append(f"SET VARIABLE {self._var(f'cursor_{s.index}')} = {end}")
-        return statements
+        return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} SELECT {window})"]
 
     def record_cursors(self) -> list[str]:
         mv = _lit(self.tgt.name)
@@ -129,62 +156,78 @@ class DuckLakeEngine(Engine):
         return statements
 
     def pin_window(self) -> list[str]:
-        """Pin the end snapshots, then read this view's cursors once (a DuckLake read costs
-        tens of milliseconds; the temp copy costs nothing) and check them in one statement."""
-        mv = _lit(self.tgt.name)
-        window = self.temp_table(f"_ivm_{self.slug()}_window").sql("duckdb")
-        rows = []
-        for s in self.sources:
-            cursor, end = "c.last_snapshot", self._end(s.catalog).sql("duckdb")
-            table_id = "CAST(c.table_id AS VARCHAR)"
-            snapshots = f"ducklake_snapshots({_lit(s.catalog)})"
-            in_window = f"FROM {snapshots} AS w WHERE w.snapshot_id > {cursor}"
-            in_window += f" AND w.snapshot_id <= {end}"
-            rows.append(
-                f"SELECT {s.index} AS source, {_lit(s.fqn)} AS source_table,"
-                f" c.last_snapshot AS cursor_snapshot, c.table_id,"
-                f" EXISTS (SELECT 1 FROM {snapshots} AS w WHERE w.snapshot_id = {cursor})"
-                " AS cursor_exists,"
-                f" EXISTS (SELECT 1 {in_window} AND (list_contains(coalesce("
+        """One statement: read the snapshot lists and this view's cursors once, check the
+        cursors (one per source, not expired, source not altered; otherwise fail with
+        ``duckstream: rebuild required: ...``) and set the window variable. Joins and
+        aggregates, no correlated subqueries: planning those costs more than running them."""
+        names = ", ".join(_lit(s.fqn) for s in self.sources)
+        sources = ", ".join(
+            f"({s.index}, {_lit(s.fqn)}, {self._catalogs().index(s.catalog)})" for s in self.sources
+        )
+        table_id = "CAST(c.table_id AS VARCHAR)"
+        in_window = "w.snapshot_id > c.last_snapshot AND w.snapshot_id <= e.e"
+        ctes = self._snapshots_ctes()
+        if self.sources:
+            ctes.append(
+                "_ivm_cursors AS MATERIALIZED (SELECT source_table, table_id, last_snapshot"
+                f" FROM {self.tgt.cursors_fqn} WHERE mv_name = {_lit(self.tgt.name)}"
+                f" AND source_table IN ({names}))"
+            )
+            ctes.append(
+                "_ivm_window AS MATERIALIZED (SELECT s.source, s.source_table,"
+                " any_value(c.last_snapshot) AS cursor_snapshot,"
+                " bool_or(w.snapshot_id = c.last_snapshot) AS cursor_exists,"
+                f" bool_or({in_window} AND (list_contains(coalesce("
                 f"w.changes['tables_altered'], []), {table_id}) OR list_contains(coalesce("
                 f"w.changes['tables_dropped'], []), {table_id}))) AS altered,"
-                f" EXISTS (SELECT 1 {in_window} AND list_contains("
+                f" bool_or({in_window} AND list_contains("
                 f"flatten(map_values(w.changes)), {table_id})) AS changed"
-                f" FROM {self.tgt.cursors_fqn} AS c"
-                f" WHERE c.mv_name = {mv} AND c.source_table = {_lit(s.fqn)}"
+                f" FROM (VALUES {sources}) AS s(source, source_table, catalog)"
+                " JOIN _ivm_cursors AS c ON c.source_table = s.source_table"
+                " JOIN _ivm_ends AS e ON e.catalog = s.catalog"
+                " JOIN _ivm_snapshots AS w ON w.catalog = s.catalog"
+                " GROUP BY s.source, s.source_table)"
             )
-        statements = self._pin_ends()
-        statements.append(f"CREATE OR REPLACE TEMP TABLE {window} AS {' UNION ALL '.join(rows)}")
-        expected = len(self.sources)
-        problem = (
-            f"SELECT CASE"
-            f" WHEN (SELECT count(DISTINCT source) FROM {window}) <> {expected}"
-            f" OR (SELECT count(*) FROM {window}) <> {expected}"
-            " THEN 'no single cursor for every source (initialize the view)'"
-            f" WHEN EXISTS (SELECT 1 FROM {window} WHERE NOT cursor_exists)"
-            f" THEN 'cursor snapshot of ' || (SELECT min(source_table) FROM {window}"
-            " WHERE NOT cursor_exists) || ' was expired'"
-            f" WHEN EXISTS (SELECT 1 FROM {window} WHERE altered)"
-            f" THEN 'source ' || (SELECT min(source_table) FROM {window} WHERE altered)"
-            " || ' was altered or recreated' END"
+        # One row of aggregates over the window, so each field is a column, not a subquery.
+        fields = [f"end_{k} := end_{k}" for k in range(len(self._catalogs()))]
+        ends = ", ".join(
+            f"max(e) FILTER (WHERE catalog = {k}) AS end_{k}" for k in range(len(self._catalogs()))
         )
-        statements.append(
-            "SELECT error('duckstream: rebuild required: ' || problem)"
-            f" FROM ({problem}) AS p(problem) WHERE problem IS NOT NULL"
-        )
+        if not self.sources:
+            fields.append("changed := false")
+            query = f"SELECT struct_pack({', '.join(fields)}) FROM (SELECT {ends} FROM _ivm_ends)"
+            return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
+        per_source = []
         for s in self.sources:
-            for name, column in (
-                (f"cursor_{s.index}", "cursor_snapshot"),
-                (f"changed_{s.index}", "changed"),
-            ):
-                statements.append(
-                    self.set_runtime_value(
-                        name, parse_one(f"SELECT {column} FROM {window} WHERE source = {s.index}")
-                    )
-                )
-        any_changed = " OR ".join(self.changed(s).sql("duckdb") for s in self.sources) or "false"
-        statements.append(f"SET VARIABLE {self._var('changed')} = ({any_changed})")
-        return statements
+            fields += [
+                f"cursor_{s.index} := cursor_{s.index}",
+                f"changed_{s.index} := changed_{s.index}",
+            ]
+            per_source += [
+                f"max(cursor_snapshot) FILTER (WHERE source = {s.index}) AS cursor_{s.index}",
+                f"coalesce(bool_or(changed) FILTER (WHERE source = {s.index}), false)"
+                f" AS changed_{s.index}",
+            ]
+        fields.append("changed := changed")
+        n, rebuild = len(self.sources), "'duckstream: rebuild required: '"
+        query = (
+            "SELECT CASE"
+            f" WHEN k.n <> {n} OR k.d <> {n}"
+            f" THEN error({rebuild} || 'no single cursor for every source (initialize the view)')"
+            " WHEN w.expired IS NOT NULL"
+            f" THEN error({rebuild} || 'cursor snapshot of ' || w.expired || ' was expired')"
+            " WHEN w.altered IS NOT NULL"
+            f" THEN error({rebuild} || 'source ' || w.altered || ' was altered or recreated')"
+            f" ELSE struct_pack({', '.join(fields)}) END"
+            " FROM (SELECT count(*) AS n, count(DISTINCT source_table) AS d"
+            " FROM _ivm_cursors) AS k,"
+            f" (SELECT {ends} FROM _ivm_ends) AS e,"
+            " (SELECT min(source_table) FILTER (WHERE NOT cursor_exists) AS expired,"
+            " min(source_table) FILTER (WHERE altered) AS altered,"
+            " coalesce(bool_or(changed), false) AS changed,"
+            f" {', '.join(per_source)} FROM _ivm_window) AS w"
+        )
+        return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
 
     def advance_cursors(self) -> list[str]:
         """One UPDATE for all sources (each DuckLake statement has a fixed cost)."""
