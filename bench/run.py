@@ -39,7 +39,7 @@ from duckstream.strategy import refresh
 from duckstream.testing.differential import as_multiset, multiset_diff
 from duckstream.testing.ducklake import current_snapshot
 from duckstream.testing.tpch import WORKLOADS as GENERATORS
-from duckstream.testing.tpch import tpch_query
+from duckstream.testing.tpch import tpch_query, tpch_schema
 
 SUPPORTED = (1, 3, 5, 6, 7, 8, 9, 10, 12, 14, 19)
 LAKE = lakes.LAKE
@@ -126,7 +126,13 @@ class Config:
 
 def compile_views(queries: Sequence[int]) -> dict[int, IVMPlan]:
     return {
-        q: compile_ivm(tpch_query(q), mv_name=f"mv_q{q}", mv_catalog=LAKE, mv_schema="main")
+        q: compile_ivm(
+            tpch_query(q),
+            mv_name=f"mv_q{q}",
+            mv_catalog=LAKE,
+            mv_schema="main",
+            schema=tpch_schema(),  # as the dbt adapter passes it: exact change reads
+        )
         for q in queries
     }
 

@@ -22,6 +22,7 @@ from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
 from duckstream.tree.base import Context
 from duckstream.tree.build import split_select
+from duckstream.tree.columns import table_key, used_columns
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -94,10 +95,12 @@ def compile_ivm(
     engine.check_view(select, schema)
     found: dict[str, Source] = {}
 
+    columns = used_columns(select)
+
     def resolve(table: exp.Table) -> Source:
-        key = f"{table.catalog}.{table.db}.{table.name}"
+        key = table_key(table)
         if key not in found:
-            found[key] = Source(table.catalog, table.db, table.name, len(found))
+            found[key] = Source(table.catalog, table.db, table.name, len(found), columns[key])
         return found[key]
 
     ctx = Context(engine=engine)
@@ -138,6 +141,7 @@ def compile_ivm(
     maintain = (
         engine.begin()
         + engine.pin_window()
+        + engine.prepare_changes()
         + sink.maintain()
         + engine.advance_cursors()
         + engine.commit()

@@ -31,6 +31,7 @@ class Source:
     schema: str
     name: str
     index: int
+    columns: frozenset[str] | None = None  # the columns the view reads; None: unknown
 
     @property
     def fqn(self) -> str:
@@ -89,6 +90,15 @@ class Engine(ABC):
     def changes(self, source: Source) -> exp.Expr:
         """A query of the source's changes in the window: its columns plus ``_ivm_mult``
         (+1 inserted, -1 deleted; an update is both; not netted)."""
+
+    # True when :meth:`changes` reads a table that :meth:`prepare_changes` filled: reading it
+    # again costs little, so delta terms may add semi-join filters on it.
+    changes_are_materialized = False
+
+    def prepare_changes(self) -> list[str]:
+        """Statements run after :meth:`pin_window` that :meth:`changes` may read from (e.g.
+        each changed source's window copied once into a temporary table)."""
+        return []
 
     @abstractmethod
     def changed(self, source: Source) -> exp.Expr:

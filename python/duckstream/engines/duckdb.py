@@ -20,6 +20,7 @@ def _lit(value: str) -> str:
 
 class DuckLakeEngine(Engine):
     dialect = "duckdb"
+    changes_are_materialized = True
 
     # -- run-time values -------------------------------------------------------------------
     def _var(self, name: str) -> str:
@@ -57,26 +58,52 @@ class DuckLakeEngine(Engine):
             table.set("when", exp.HistoricalData(this="AT", kind="VERSION", expression=at))
         return select.from_(table)
 
-    def changes(self, source: Source) -> exp.Expr:
-        def read(function: str, sign: int) -> exp.Select:
-            call = exp.Anonymous(
-                this=function,
-                expressions=[
-                    exp.Literal.string(source.catalog),
-                    exp.Literal.string(source.schema),
-                    exp.Literal.string(source.name),
-                    exp.Add(this=self._cursor(source), expression=exp.Literal.number(1)),
-                    self._end(source.catalog),
-                ],
-            )
-            mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
-            return exp.select("*", exp.alias_(mult, MULT)).from_(exp.Table(this=call))
+    def _changes_table(self, source: Source) -> exp.Table:
+        return self.temp_table(f"_ivm_{self.slug()}_changes_{source.index}")
 
-        return exp.union(
-            read("ducklake_table_insertions", 1),
-            read("ducklake_table_deletions", -1),
-            distinct=False,
+    def changes(self, source: Source) -> exp.Expr:
+        return exp.select("*").from_(self._changes_table(source))
+
+    def _read_changes(self, source: Source, function: str, sign: int) -> exp.Select:
+        call = exp.Anonymous(
+            this=function,
+            expressions=[
+                exp.Literal.string(source.catalog),
+                exp.Literal.string(source.schema),
+                exp.Literal.string(source.name),
+                exp.Add(this=self._cursor(source), expression=exp.Literal.number(1)),
+                self._end(source.catalog),
+            ],
         )
+        columns: list[exp.Expr] = (
+            [exp.column(n, quoted=True) for n in sorted(source.columns)]
+            if source.columns is not None
+            else [exp.Star()]
+        )
+        mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
+        return (
+            exp.select(*columns, exp.alias_(mult, MULT))
+            .from_(exp.Table(this=call))
+            .where(self.changed(source))
+        )
+
+    def prepare_changes(self) -> list[str]:
+        """Copy each changed source's window (the columns the view reads) into a temporary
+        table once. Every delta term then reads that table: DuckDB knows its size (it cannot
+        size a table function), so it builds its hash joins on the small change set and pushes
+        its key ranges into the scans of the big tables; and the change feed is read once
+        however many terms use it. An unchanged source's copy is empty and reads nothing."""
+        return [
+            self.create_temp(
+                self._changes_table(s).sql("duckdb"),
+                exp.union(
+                    self._read_changes(s, "ducklake_table_insertions", 1),
+                    self._read_changes(s, "ducklake_table_deletions", -1),
+                    distinct=False,
+                ),
+            )
+            for s in self.sources
+        ]
 
     # -- statements ------------------------------------------------------------------------
     def create_cursors_table(self) -> str:

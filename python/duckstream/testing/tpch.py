@@ -73,6 +73,21 @@ def tpch_query(n: int) -> str:
     return tree.sql(dialect="duckdb", pretty=True)
 
 
+@functools.cache
+def tpch_schema() -> dict[str, dict[str, str]]:
+    """The TPC-H tables' columns and types (``compile_ivm``'s ``schema=``), from an empty dbgen."""
+    with duckdb.connect() as con:
+        load_extension(con, "tpch")
+        con.execute("CALL dbgen(sf = 0)")
+        schema: dict[str, dict[str, str]] = {}
+        for table, column, data_type in con.execute(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns()"
+            " WHERE database_name = current_database() ORDER BY table_name, column_index"
+        ).fetchall():
+            schema.setdefault(table, {})[column] = data_type
+        return schema
+
+
 @contextmanager
 def _transaction(con: duckdb.DuckDBPyConnection) -> Generator[None]:
     con.execute("BEGIN")

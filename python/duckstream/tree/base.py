@@ -30,6 +30,10 @@ class Term:
     where: tuple[exp.Expr, ...] = ()
     mult: exp.Expr | None = None
     guards: tuple[exp.Expr, ...] = ()
+    # The alias of the source whose changes this term reads, and a query of those changes,
+    # when re-reading them is cheap: ``select`` then adds semi-join filters (see there).
+    delta_alias: str | None = None
+    delta_rows: exp.Expr | None = None
 
     def filtered(self, *predicates: exp.Expr) -> Term:
         return replace(self, where=self.where + tuple(p.copy() for p in predicates))
@@ -46,10 +50,47 @@ class Term:
         query.set("from_", exp.From(this=self.from_.copy()))
         if self.joins:
             query.set("joins", [j.copy() for j in self.joins])
-        conditions = [c.copy() for c in self.guards + self.where]
+        conditions = [c.copy() for c in self.guards + self.where] + self.semijoin_filters()
         if conditions:
             query.set("where", exp.Where(this=exp.and_(*conditions)))
         return query
+
+    def semijoin_filters(self) -> list[exp.Expr]:
+        """For each equality ``d.x = t.y`` between the changed source ``d`` and another
+        relation ``t`` of this term (a WHERE or ON conjunct): ``t.y IN (SELECT x FROM
+        <changes>)``. Implied by the join, so the result is the same; but it prunes the scan
+        of ``t`` to the changed keys whatever join order the engine picks (DuckDB otherwise
+        may join two big tables first and scan them whole).
+
+        >>> from sqlglot import parse_one
+        >>> term = Term(parse_one("SELECT * FROM d, t").args["from_"].this,
+        ...     where=(parse_one("d.x = t.y AND t.z > 1"),), delta_alias="d",
+        ...     delta_rows=parse_one("SELECT * FROM changes"))
+        >>> [f.sql() for f in term.semijoin_filters()]
+        ['t.y IN (SELECT x FROM (SELECT * FROM changes) AS _ivm_d)']
+        """
+        if self.delta_alias is None or self.delta_rows is None:
+            return []
+        conjuncts: list[exp.Expr] = []
+        for condition in [*self.where, *(j.args.get("on") for j in self.joins)]:
+            if isinstance(condition, exp.And):
+                conjuncts.extend(condition.flatten())
+            elif condition is not None:
+                conjuncts.append(condition)
+        filters = []
+        for eq in conjuncts:
+            if not isinstance(eq, exp.EQ):
+                continue
+            sides = [eq.this, eq.expression]
+            if not all(isinstance(c, exp.Column) and c.table for c in sides):
+                continue
+            for mine, other in (sides, sides[::-1]):
+                if mine.table == self.delta_alias and other.table != self.delta_alias:
+                    keys = exp.select(exp.column(mine.name)).from_(
+                        exp.paren(self.delta_rows.copy()).as_("_ivm_d")
+                    )
+                    filters.append(exp.In(this=other.copy(), query=exp.Subquery(this=keys)))
+        return filters
 
 
 def union_all(queries: list[exp.Select]) -> exp.Query:
@@ -88,6 +129,11 @@ class Leaf(ABC):
     @abstractmethod
     def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
         """An aliased relation of the leaf's changes, and the expression of their multiplicity."""
+
+    def delta_rows(self, ctx: Context) -> exp.Expr | None:
+        """A query of the leaf's changes cheap enough to read again (for semi-join filters),
+        or ``None``."""
+        return None
 
 
 class Block(ABC):

@@ -64,5 +64,14 @@ class Join(Block):
                 else:
                     relations.append(leaf.state(ctx, Version.OLD))
             guard = exp.or_(*(ctx.engine.changed(s) for s in changed_leaf.sources()))
-            terms.append(self._term(relations, mult=mult, guards=(exp.paren(guard),)))
+            rows = changed_leaf.delta_rows(ctx)
+            terms.append(
+                self._term(
+                    relations,
+                    mult=mult,
+                    guards=(exp.paren(guard),),
+                    delta_alias=changed_leaf.name if rows is not None else None,
+                    delta_rows=rows,
+                )
+            )
         return terms
