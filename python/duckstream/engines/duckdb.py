@@ -174,11 +174,14 @@ class DuckLakeEngine(Engine):
     def record_cursors(self) -> list[str]:
         mv = _lit(self.tgt.name)
         statements = [f"DELETE FROM {self.tgt.cursors_fqn} WHERE mv_name = {mv}"]
-        for s in self.sources:
-            end = self._end(s.catalog).sql("duckdb")
+        rows = ", ".join(
+            f"({mv}, {_lit(s.fqn)}, ({self._table_id(s)}), {self._end(s.catalog).sql('duckdb')})"
+            for s in self.sources
+        )
+        if rows:  # one INSERT: each DuckLake statement costs a round trip
             statements.append(
                 f"INSERT INTO {self.tgt.cursors_fqn} (mv_name, source_table, table_id,"
-                f" last_snapshot) VALUES ({mv}, {_lit(s.fqn)}, ({self._table_id(s)}), {end})"
+                f" last_snapshot) VALUES {rows}"
             )
         return statements
 
