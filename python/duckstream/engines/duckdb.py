@@ -161,7 +161,14 @@ class DuckLakeEngine(Engine):
             end = self._end_of(s.catalog)
             fields += [f"cursor_{s.index} := {end}", f"changed_{s.index} := true"]
         fields.append("changed := true")
-        ctes = self._snapshots_ctes()
+        # Only the end snapshots: ducklake_current_snapshot is the transaction's snapshot and
+        # far cheaper than the snapshot list.
+        ends = " UNION ALL ".join(
+            f"SELECT {k} AS catalog, CAST(id AS BIGINT) AS e"
+            f" FROM ducklake_current_snapshot({_lit(c)})"
+            for k, c in enumerate(self._catalogs())
+        )
+        ctes = [f"_ivm_ends AS MATERIALIZED ({ends})"]
         window = f"struct_pack({', '.join(fields)})"
         if missing:
             ctes.append(f"_ivm_missing AS (SELECT CASE {missing} END AS problem)")
