@@ -89,7 +89,7 @@ def test_altered_or_recreated_source_requires_rebuild(lake, ddl):
     before, rows = _cursor(lake), harness.rows(plan.query_mv)
     lake.execute(ddl)
     with pytest.raises(duckdb.Error, match="rebuild required"):
-        refresh(lake, plan)
+        refresh(lake, plan, strategy="incremental")
     assert _cursor(lake) == before
     assert harness.rows(plan.query_mv) == rows
 
@@ -100,9 +100,9 @@ def test_failed_refresh_changes_nothing_and_next_refresh_catches_up(lake):
     broken = plan.maintain[:-3] + ["SELECT error('boom')"] + plan.maintain[-3:]
     before = harness.rows(plan.query_mv)
     with pytest.raises(duckdb.Error, match="boom"):
-        refresh(lake, type(plan)(**{**plan.__dict__, "maintain": broken}))
+        refresh(lake, type(plan)(**{**plan.__dict__, "maintain": broken}), strategy="incremental")
     assert harness.rows(plan.query_mv) == before
-    refresh(lake, plan)
+    refresh(lake, plan, strategy="incremental")
     harness.check(plan, "SELECT a, count(*) AS n FROM t GROUP BY a")
 
 
@@ -112,7 +112,7 @@ def test_expired_cursor_snapshot_requires_rebuild(lake):
     lake.execute("INSERT INTO dl.main.t VALUES (9, 'q')")
     lake.execute(f"CALL ducklake_expire_snapshots('dl', versions => [{cursor}])")
     with pytest.raises(duckdb.Error, match="rebuild required: cursor snapshot"):
-        refresh(lake, plan)
+        refresh(lake, plan, strategy="incremental")
     setup(lake, plan)  # the rebuild: initialize again from the current snapshot
     harness.check(plan, "SELECT a, count(*) AS n FROM t GROUP BY a")
 

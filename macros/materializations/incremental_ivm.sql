@@ -4,7 +4,9 @@
   building, rebuilding and maintaining, and runs its own transaction; this macro only
   orchestrates hooks, grants and docs around it, as dbt's table materialization does.
 
-  Configs: ivm_on_unsupported ('fail' | 'full_refresh'), on_schema_change ('fail' stops when
+  Configs: ivm_strategy ('auto' | 'incremental' | 'full': per run, estimate the change and
+  rebuild when that is cheaper; always maintain; always rebuild), ivm_on_unsupported ('fail' |
+  'full_refresh'), on_schema_change ('fail' stops when
   the model's columns change; otherwise the table is rebuilt), full_refresh, grants,
   persist_docs, pre_hook / post_hook.
 
@@ -31,6 +33,7 @@
       full_refresh=should_full_refresh(),
       on_unsupported=config.get('ivm_on_unsupported', 'fail'),
       on_schema_change=config.get('on_schema_change'),
+      strategy=config.get('ivm_strategy', 'auto'),
   ) %}
   {% do store_raw_result('main', message=outcome['message'], code='OK', rows_affected=outcome['rows']) %}
 

@@ -40,15 +40,16 @@ def setup(con: Connection, plan: IVMPlan) -> None:
 def refresh(
     con: Connection,
     plan: IVMPlan,
-    strategy: str = "incremental",
+    strategy: str = "auto",
     policy: Policy | None = None,
 ) -> RefreshReport:
     """Apply every change committed to the sources since the last refresh (one transaction).
 
-    ``strategy``: ``"incremental"`` (the default) runs ``plan.maintain``; ``"full"`` rebuilds
-    the table and its cursors atomically (``plan.initialize_cursors``); ``"auto"`` estimates
-    the change from the DuckLake catalog and picks one (:mod:`duckstream.strategy`). The
-    returned report says which ran, why, and how long it took.
+    ``strategy``: ``"auto"`` (the default) estimates the change from the DuckLake catalog and
+    runs whichever is cheaper, falling back to a rebuild when maintenance is impossible;
+    ``"incremental"`` runs ``plan.maintain`` (errors such as ``rebuild required`` propagate);
+    ``"full"`` rebuilds the table and its cursors atomically (``plan.initialize_cursors``)
+    (:mod:`duckstream.strategy`). The returned report says which ran, why, and how long it took.
     """
     from duckstream.strategy import refresh as refresh_with
 

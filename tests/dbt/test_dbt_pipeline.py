@@ -118,7 +118,8 @@ def test_recreated_upstream_table_model_triggers_a_rebuild(shop: Shop) -> None:
     again = shop.dbt("run", "--select", "dim_products", "category_units")
     assert again.success
     message = again.nodes["category_units"][1]
-    assert message.startswith("rebuilt (source lake.main.dim_products was altered or recreated)")
+    # ivm_strategy defaults to auto: its estimate sees the recreated table before maintain does
+    assert message.startswith("rebuilt (auto: source lake.main.dim_products was dropped or")
     assert_equivalent(shop.dbt("test", "--select", "category_units"))
     con = shop.connect()
     try:

@@ -41,9 +41,15 @@ def shop(lake):
     return lake
 
 
-def request(sql: str = TOTALS, **kwargs) -> ModelRequest:
+def request(sql: str = TOTALS, strategy: str = "incremental", **kwargs) -> ModelRequest:
     return ModelRequest(
-        name="totals", database="dl", schema="main", identifier="totals", sql=sql, **kwargs
+        name="totals",
+        database="dl",
+        schema="main",
+        identifier="totals",
+        sql=sql,
+        strategy=strategy,
+        **kwargs,
     )
 
 
@@ -70,6 +76,24 @@ def test_build_then_maintain_then_nothing_to_do(shop) -> None:
     assert differences(shop, request()) == []
     quiet = materialize(shop, request())
     assert quiet.action == "up to date" and quiet.message().startswith("up to date: no source")
+
+
+def test_ivm_strategy_auto_and_full_say_what_they_chose(shop) -> None:
+    materialize(shop, request(strategy="auto"))
+    before = table_id(shop, "totals")
+    shop.execute("INSERT INTO dl.main.orders VALUES (4, 'cy', 2)")
+    # a handful of source rows: a rebuild is cheaper than a refresh's fixed cost
+    auto = materialize(shop, request(strategy="auto"))
+    assert auto.message().startswith("rebuilt (auto: orders +1/-0"), auto.message()
+    assert differences(shop, request()) == []
+    shop.execute("DELETE FROM dl.main.orders WHERE id = 1")
+    full = materialize(shop, request(strategy="full"))
+    assert full.message().startswith("rebuilt (ivm_strategy full): 3 rows"), full.message()
+    assert table_id(shop, "totals") == before  # rebuilt in place
+    assert differences(shop, request()) == []
+    assert materialize(shop, request(strategy="auto")).action == "up to date"
+    with pytest.raises(ModelError, match="ivm_strategy must be one of"):
+        materialize(shop, request(strategy="sometimes"))
 
 
 def test_edited_sql_rebuilds_in_place_when_the_layout_is_unchanged(shop) -> None:

@@ -162,7 +162,7 @@ class DuckLakeHarness:
         setup(self.con, plan)
 
     def refresh(self, plan: IVMPlan) -> None:
-        refresh(self.con, plan)
+        refresh(self.con, plan, strategy="incremental")  # what the tests are about
 
     def rows(self, sql: str) -> list[tuple]:
         self.con.execute(f"USE {self.catalog}.{self.schema}")

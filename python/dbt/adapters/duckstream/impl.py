@@ -40,6 +40,7 @@ class DuckstreamAdapter(DuckDBAdapter):
         full_refresh: bool = False,
         on_unsupported: str | None = None,
         on_schema_change: str | None = None,
+        strategy: str | None = None,
     ) -> dict[str, Any]:
         """Build, rebuild or maintain ``relation`` from the model's SQL.
 
@@ -57,6 +58,7 @@ class DuckstreamAdapter(DuckDBAdapter):
             full_refresh=bool(full_refresh),
             on_unsupported=on_unsupported or "fail",
             on_schema_change=on_schema_change or "sync_all_columns",
+            strategy=strategy or "auto",
         )
         try:
             outcome = materialize(self._ivm_connection(), request)

@@ -7,8 +7,11 @@ transaction, and returns an :class:`Outcome` that says what happened and why:
   pinned snapshot and record the cursors;
 * the compiled plan differs from the one the table was built with (model SQL edited, a view
   it reads redefined, a duckstream upgrade changed the generated SQL): rebuild;
-* otherwise run the plan's ``maintain`` transaction; if it raises ``duckstream: rebuild
-  required: ...`` (a source recreated or altered, the cursor's snapshot expired): rebuild.
+* otherwise, with ``ivm_strategy='auto'`` (the default), estimate the change from the DuckLake
+  catalog and rebuild when that is cheaper (:mod:`duckstream.strategy`; ``'full'`` always
+  rebuilds, ``'incremental'`` never chooses to), else run the plan's ``maintain``
+  transaction; if it raises ``duckstream: rebuild required: ...`` (a source recreated or
+  altered, the cursor's snapshot expired): rebuild. The log line says which ran and why.
 
 A rebuild keeps the table (``DELETE`` and refill, same DuckLake table id, so models reading it
 keep maintaining incrementally) when the table's layout is unchanged, and replaces it
@@ -46,6 +49,7 @@ from duckstream.compiler import compile_ivm
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.plan import IVMPlan, Naming
 from duckstream.runtime import run_statements
+from duckstream.strategy import STRATEGIES, Policy, choose
 
 REBUILD_REQUIRED = "duckstream: rebuild required: "
 ON_UNSUPPORTED = ("fail", "full_refresh")
@@ -75,6 +79,7 @@ class ModelRequest:
     full_refresh: bool = False
     on_unsupported: str = "fail"
     on_schema_change: str = "sync_all_columns"
+    strategy: str = "auto"  # ivm_strategy: auto | incremental | full
 
     @property
     def table(self) -> str:
@@ -114,8 +119,10 @@ class Outcome:
         ms = f"{self.elapsed_ms:.0f} ms"
         if self.action == "incremental":
             plural = "s" if self.sources_changed != 1 else ""
+            because = f" ({self.reason})" if self.reason else ""
             return (
-                f"incremental: +{self.inserted} -{self.deleted} rows from {self.sources_changed}"
+                f"incremental{because}: +{self.inserted} -{self.deleted} rows"
+                f" from {self.sources_changed}"
                 f" source{plural}, {self.snapshots} snapshot{'s' if self.snapshots != 1 else ''},"
                 f" {ms}"
             )
@@ -144,6 +151,11 @@ def materialize(con: Connection, request: ModelRequest) -> Outcome:
         raise ModelError(
             f"model {request.name}: ivm_on_unsupported must be one of {ON_UNSUPPORTED},"
             f" got {request.on_unsupported!r}"
+        )
+    if request.strategy not in STRATEGIES:
+        raise ModelError(
+            f"model {request.name}: ivm_strategy must be one of {STRATEGIES},"
+            f" got {request.strategy!r}"
         )
     with _reading(con):
         found = _look(con, request)
@@ -412,7 +424,18 @@ def _maintain(
     before: dict[str, tuple[int, int]],
     snapshot: int,
 ) -> Outcome:
-    """Apply the changes since the cursors; rebuild when the plan says it must."""
+    """Apply the changes since the cursors; rebuild when the strategy or the plan says so."""
+    chosen = ""
+    if request.strategy == "full":
+        replace = not _same_layout(con, request, plan)
+        return _build(con, request, plan, view_sql, replace=replace, reason="ivm_strategy full")
+    if request.strategy == "auto":
+        report = choose(con, plan, Policy())
+        if report.strategy == "full":
+            replace = not _same_layout(con, request, plan)
+            reason = f"auto: {report.reason}"
+            return _build(con, request, plan, view_sql, replace=replace, reason=reason)
+        chosen = f"auto: {report.reason}"
     try:
         run_statements(con, plan.maintain)
     except Exception as error:
@@ -430,6 +453,7 @@ def _maintain(
         snapshots, changed = _window(con, before, after)
     return Outcome(
         action="incremental",
+        reason=chosen,
         inserted=inserted,
         deleted=deleted,
         sources=len(before),

@@ -50,6 +50,7 @@ class DuckstreamSparkAdapter(SparkAdapter):
         full_refresh: bool = False,
         on_unsupported: str | None = None,
         on_schema_change: str | None = None,
+        strategy: str | None = None,
     ) -> dict[str, Any]:
         """Build, rebuild or maintain ``relation`` from the model's SQL.
 
@@ -65,6 +66,7 @@ class DuckstreamSparkAdapter(SparkAdapter):
             full_refresh=bool(full_refresh),
             on_unsupported=on_unsupported or "fail",
             on_schema_change=on_schema_change or "sync_all_columns",
+            strategy=strategy or "auto",
         )
         try:
             outcome = materialize(self._ivm_session(), request)

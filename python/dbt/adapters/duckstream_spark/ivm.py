@@ -32,6 +32,7 @@ from duckstream.compiler import compile_ivm
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.plan import IVMPlan, Naming
 from duckstream.spark.runtime import RebuildRequired, refresh, run_statements, setup
+from duckstream.strategy import STRATEGIES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,6 +61,9 @@ class ModelRequest:
     full_refresh: bool = False
     on_unsupported: str = "fail"
     on_schema_change: str = "sync_all_columns"
+    # ivm_strategy: "full" rebuilds on every run; "auto" is "incremental" on Iceberg (no
+    # catalog estimate of the change yet).
+    strategy: str = "auto"
 
     @property
     def cursors_name(self) -> str:
@@ -135,6 +139,11 @@ def materialize(spark: SparkSession, request: ModelRequest) -> Outcome:
             f"model {request.name}: ivm_on_unsupported must be one of {ON_UNSUPPORTED},"
             f" got {request.on_unsupported!r}"
         )
+    if request.strategy not in STRATEGIES:
+        raise ModelError(
+            f"model {request.name}: ivm_strategy must be one of {STRATEGIES},"
+            f" got {request.strategy!r}"
+        )
     catalog = current_catalog(spark)
     table = _fqn(catalog, request.schema, request.identifier)
     exists = spark.catalog.tableExists(table)
@@ -172,6 +181,8 @@ def _rebuild_reason(
         return "first run"
     if request.full_refresh:
         return "full refresh"
+    if request.strategy == "full":
+        return "ivm_strategy full"
     if state is None:
         return "table not built by incremental_ivm"
     if state.mode != MODE_IVM:
