@@ -5,6 +5,12 @@ functions and ``AT (VERSION => ...)`` accept them where they refuse subqueries, 
 ``WHERE getvariable('...')`` that is false lets the optimizer drop a whole delta term, so a
 source that did not change costs nothing. ``maintain`` is one transaction: DuckLake gives it
 snapshot isolation, and the window is pinned explicitly on top of that.
+
+Every DuckLake statement costs catalog round trips (a table scan, a table function call: a few
+milliseconds each before any row is read), so a refresh is shaped to issue few of them: the
+window (end snapshots, cursors, "changed" flags) is one STRUCT variable set by one statement,
+each source's window is read from the change feed once (``prepare_changes``), and the cursors
+advance in one UPDATE.
 """
 
 from __future__ import annotations
