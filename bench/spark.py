@@ -1,0 +1,382 @@
+"""``python -m bench.spark``: the same contest on Spark + Iceberg, in a local Spark session.
+
+Per scale factor, TPC-H is generated with DuckDB's dbgen and loaded into Iceberg tables
+(namespace ``tpch_sf<sf>``); one view per supported query is set up with
+``duckstream.spark.setup`` (the DuckDB query text transpiled to Spark SQL by sqlglot). Per
+workload, the batch is the one the DuckDB benchmark commits (the same generators, run on a
+DuckDB copy of the data); its rows are applied to the Iceberg tables as Spark commits:
+``append`` inserts orders and lineitems, ``mixed`` also deletes orders with their lineitems
+(Iceberg copy-on-write: the data files holding them are rewritten), ``update`` merges new
+values into 0.1% of the lineitems. Then, per query and repetition:
+
+* **refresh**: ``duckstream.spark.refresh`` (the change read from Iceberg's changelog, one
+  ``MERGE`` into the view carrying its cursors), then the view's table is rolled back to its
+  snapshot before the refresh, so every repetition applies the same window;
+* **recompute**: ``CREATE OR REPLACE TABLE ... AS`` the query;
+* **floor**: counting the window's changelog rows of the touched sources;
+* a check that the refreshed view equals recomputation (as multisets).
+
+Writes ``docs/benchmarks_spark.md`` (medians). Timings are wall clock and include Spark's
+job scheduling: on a 2-core laptop-sized machine that fixed cost dominates small batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from bench.run import SUPPORTED
+from duckstream import UnsupportedSQLError, compile_ivm
+from duckstream.plan import IVMPlan
+from duckstream.testing.differential import as_multiset, multiset_diff
+from duckstream.testing.ducklake import load_extension
+from duckstream.testing.spark_harness import to_spark
+from duckstream.testing.tpch import TABLES, tpch_query
+from duckstream.testing.tpch import WORKLOADS as GENERATORS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = {
+    "append": ("append", "0.1% new orders with their lineitems", 1),
+    "mixed": ("mixed", "0.1% new orders + 0.1% of orders deleted, with lineitems", 2),
+    "update": ("update_lineitem", "0.1% of lineitem rows updated", 3),
+}
+KEYS = {"orders": ["o_orderkey"], "lineitem": ["l_orderkey", "l_linenumber"]}
+# Spark on 2 cores: whole-stage code generation pays off on millions of rows, so it stays on
+# (unlike the test suite's tiny tables); no waiting for locality.
+SPARK_CONF = {
+    "spark.driver.memory": "3g",
+    "spark.locality.wait": "0",
+    "spark.sql.shuffle.partitions": "4",
+}
+
+
+REFUSED: dict[int, str] = {}  # query -> why the Spark engine refuses it (for the report)
+ENVIRONMENT_KEYS = ("command", "date", "spark", "cpus", "load", "reps")
+
+
+@dataclass
+class Row:
+    sf: float
+    workload: str
+    query: int
+    refresh: list[float] = field(default_factory=list)
+    recompute: list[float] = field(default_factory=list)
+    floor: float = 0.0
+    equal: bool = True
+
+
+@dataclass
+class Batch:
+    """A workload's changes, as parquet files and key lists Spark can apply."""
+
+    inserted: dict[str, Path]  # table -> parquet of rows to insert
+    deleted: dict[str, Path]  # table -> parquet of the deleted rows' keys
+    updated: dict[str, Path]  # table -> parquet of the updated rows' new values
+    counts: dict[str, dict[str, int]]
+
+
+def generate(sf: float, directory: Path) -> duckdb.DuckDBPyConnection:
+    """TPC-H at ``sf`` in an in-memory DuckDB, every table also written to parquet."""
+    con = duckdb.connect()
+    load_extension(con, "tpch")
+    con.execute(f"CALL dbgen(sf = {sf})")
+    directory.mkdir(parents=True, exist_ok=True)
+    for table in TABLES:
+        con.execute(f"COPY {table} TO '{directory / table}.parquet' (FORMAT parquet)")
+    return con
+
+
+def make_batch(con: duckdb.DuckDBPyConnection, workload: str, out: Path) -> Batch:
+    """Run the DuckDB benchmark's generator on a copy of orders/lineitem; diff by key."""
+    generator, _, seed = WORKLOADS[workload]
+    out.mkdir(parents=True, exist_ok=True)
+    con.execute("CREATE OR REPLACE SCHEMA work")
+    for table in TABLES:
+        source = f"memory.main.{table}"
+        if table in KEYS:
+            con.execute(f"CREATE TABLE work.{table} AS SELECT * FROM {source}")
+        else:
+            con.execute(f"CREATE VIEW work.{table} AS SELECT * FROM {source}")
+    GENERATORS[generator](con, "memory", random.Random(seed), 0.001, schema="work")
+    batch = Batch({}, {}, {}, {})
+    for table, keys in KEYS.items():
+        on = " AND ".join(f"a.{k} = b.{k}" for k in keys)
+        before, after = f"memory.main.{table}", f"work.{table}"
+        files = {
+            "inserted": f"SELECT a.* FROM {after} a ANTI JOIN {before} b ON {on}",
+            "deleted": f"SELECT {', '.join('a.' + k for k in keys)} FROM {before} a"
+            f" ANTI JOIN {after} b ON {on}",
+            "updated": f"SELECT a.* FROM {after} a SEMI JOIN {before} b ON {on}"
+            f" EXCEPT ALL SELECT * FROM {before}",
+        }
+        counts = {}
+        for kind, query in files.items():
+            found = con.execute(f"SELECT count(*) FROM ({query})").fetchone()
+            n = int(found[0]) if found else 0
+            counts[kind] = n
+            if n:
+                path = out / f"{table}_{kind}.parquet"
+                con.execute(f"COPY ({query}) TO '{path}' (FORMAT parquet)")
+                getattr(batch, kind)[table] = path
+        batch.counts[table] = counts
+    con.execute("DROP SCHEMA work CASCADE")
+    return batch
+
+
+def _snapshot(spark: SparkSession, table: str) -> int:
+    rows = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
+    return int(rows[0][0])
+
+
+def apply_batch(spark: SparkSession, namespace: str, batch: Batch) -> dict[str, tuple[int, int]]:
+    """Commit the batch's changes; returns each touched table's (before, after) snapshot."""
+    windows: dict[str, tuple[int, int]] = {}
+    for table, keys in KEYS.items():
+        fqn = f"lake.{namespace}.{table}"
+        before = _snapshot(spark, fqn)
+        match = " AND ".join(f"t.{k} = c.{k}" for k in keys)
+        if table in batch.deleted:
+            spark.sql(
+                f"MERGE INTO {fqn} t USING parquet.`{batch.deleted[table]}` c ON {match}"
+                " WHEN MATCHED THEN DELETE"
+            )
+        if table in batch.updated:
+            spark.sql(
+                f"MERGE INTO {fqn} t USING parquet.`{batch.updated[table]}` c ON {match}"
+                " WHEN MATCHED THEN UPDATE SET *"
+            )
+        if table in batch.inserted:
+            spark.sql(f"INSERT INTO {fqn} SELECT * FROM parquet.`{batch.inserted[table]}`")
+        after = _snapshot(spark, fqn)
+        if after != before:
+            windows[table] = (before, after)
+    return windows
+
+
+def roll_back(spark: SparkSession, namespace: str, windows: dict[str, tuple[int, int]]) -> None:
+    """Undo a batch: the sources back at their snapshots before it (the views' cursors)."""
+    for table, (before, _) in windows.items():
+        spark.sql(f"CALL lake.system.rollback_to_snapshot('{namespace}.{table}', {before})")
+
+
+def compile_views(namespace: str, queries: list[int]) -> tuple[dict[int, IVMPlan], dict[int, str]]:
+    """The plans of the queries the Spark engine maintains, and why it refuses the others."""
+    plans, refused = {}, {}
+    for q in queries:
+        try:
+            plans[q] = compile_ivm(
+                to_spark(tpch_query(q)),
+                dialect="spark",
+                mv_name=f"mv_q{q}",
+                mv_catalog="lake",
+                mv_schema=namespace,
+            )
+        except UnsupportedSQLError as error:
+            refused[q] = str(error)
+    return plans, refused
+
+
+def _timed(action: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    action()
+    return (time.perf_counter() - start) * 1000
+
+
+def measure(
+    spark: SparkSession,
+    namespace: str,
+    plans: dict[int, IVMPlan],
+    windows: dict[str, tuple[int, int]],
+    sf: float,
+    workload: str,
+    reps: int,
+    log: Callable[[str], None],
+) -> list[Row]:
+    from duckstream.spark import refresh
+
+    rows = []
+    for q, plan in plans.items():
+        row = Row(sf, workload, q)
+        query = to_spark(tpch_query(q))
+        spark.sql(f"USE lake.{namespace}")
+        spark.sql(query).collect()  # warm: file listings, JIT
+        mv = plan.mv_table
+        start = _snapshot(spark, mv)
+        for _ in range(reps):
+            row.refresh.append(_timed(lambda plan=plan: refresh(spark, plan)))
+            table = f"lake.{namespace}.bench_recompute_q{q}"
+            recompute = f"CREATE OR REPLACE TABLE {table} AS {query}"
+            row.recompute.append(_timed(lambda recompute=recompute: spark.sql(recompute)))
+            expected = as_multiset([tuple(r) for r in spark.table(table).collect()])
+            actual = as_multiset([tuple(r) for r in spark.sql(plan.query_mv).collect()])
+            if expected != actual:
+                row.equal = False
+                log(f"Q{q} differs:\n{multiset_diff(expected, actual)}")
+            spark.sql(f"CALL lake.system.rollback_to_snapshot('{namespace}.mv_q{q}', {start})")
+        row.floor = _floor(spark, namespace, plan, windows)
+        log(
+            f"  q{q:<2} refresh {statistics.median(row.refresh):8,.0f} ms"
+            f"  recompute {statistics.median(row.recompute):8,.0f}  floor {row.floor:6,.0f}"
+            f"  {'equal' if row.equal else 'DIFFERENT'}"
+        )
+        rows.append(row)
+    return rows
+
+
+def _floor(
+    spark: SparkSession, namespace: str, plan: IVMPlan, windows: dict[str, tuple[int, int]]
+) -> float:
+    """Reading the window's changelog rows of the sources ``plan`` reads."""
+    touched = [t for t in windows if t in plan.base_tables]
+
+    def read() -> None:
+        for table in touched:
+            before, after = windows[table]
+            spark.sql(
+                f"CALL lake.system.create_changelog_view(table => '{namespace}.{table}',"
+                f" options => map('start-snapshot-id', '{before}', 'end-snapshot-id',"
+                f" '{after}'), changelog_view => 'bench_floor_{table}')"
+            )
+            spark.sql(f"SELECT count(*) FROM bench_floor_{table}").collect()
+
+    return _timed(read)
+
+
+def load(spark: SparkSession, namespace: str, parquet: Path) -> None:
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{namespace}")
+    for table in TABLES:
+        frame = spark.read.parquet(str(parquet / f"{table}.parquet"))
+        frame.writeTo(f"lake.{namespace}.{table}").using("iceberg").createOrReplace()
+
+
+def markdown(rows: list[Row], environment: dict[str, str]) -> str:
+    lines = [
+        "# Benchmark: incremental refresh against recomputation on Spark + Iceberg",
+        "",
+        f"Generated by `{environment['command']}` on {environment['date']}: Spark"
+        f" {environment['spark']} (local session, {environment['cpus']} cores), Iceberg"
+        " tables in a Hadoop catalog on local disk; load average"
+        f" {environment['load']}. Medians of {environment['reps']} repetitions, wall clock, ms.",
+        "",
+        "- **refresh**: `duckstream.spark.refresh` (changelog reads, one `MERGE` carrying the"
+        " cursors); the view is rolled back after each repetition, so each applies the same batch.",
+        "- **recompute**: `CREATE OR REPLACE TABLE ... AS` the query.",
+        "- **floor**: counting the batch's changelog rows of the touched sources.",
+        "- **equal**: the refreshed view equals recomputation (as multisets) in every repetition.",
+        "",
+    ]
+    for q, why in sorted(REFUSED.items()):
+        lines.append(f"Q{q} is not in the tables: the Spark engine refuses it ({why}).")
+    if REFUSED:
+        lines.append("")
+    keys = sorted(
+        {(r.sf, r.workload) for r in rows}, key=lambda k: (k[0], list(WORKLOADS).index(k[1]))
+    )
+    for sf, workload in keys:
+        part = [r for r in rows if (r.sf, r.workload) == (sf, workload)]
+        lines += [
+            f"## SF {sf:g}, {workload}: {WORKLOADS[workload][1]}",
+            "",
+            "| Q | refresh | recompute | floor | recompute ÷ refresh | refresh ÷ floor | equal |",
+            "|---|--:|--:|--:|--:|--:|:-:|",
+        ]
+        ratios = []
+        for r in part:
+            refresh, recompute = statistics.median(r.refresh), statistics.median(r.recompute)
+            ratios.append(recompute / refresh)
+            lines.append(
+                f"| {r.query} | {refresh:,.0f} | {recompute:,.0f} | {r.floor:,.0f} |"
+                f" {recompute / refresh:.2f}x | {refresh / max(r.floor, 1):.1f}x |"
+                f" {'yes' if r.equal else '**no**'} |"
+            )
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        lines += [f"| geo-mean | | | | {geo:.2f}x | | |", ""]
+    return "\n".join(lines) + "\n"
+
+
+def run(
+    spark: SparkSession,
+    work: Path,
+    sfs: list[float],
+    queries: list[int],
+    workloads: list[str],
+    reps: int,
+    log: Callable[[str], None],
+) -> list[Row]:
+    """Every (scale factor, workload, query) measured; ``work`` holds the generated files."""
+    from duckstream.spark import setup
+
+    rows: list[Row] = []
+    for sf in sfs:
+        namespace = f"tpch_sf{sf:g}".replace(".", "_")
+        log(f"SF {sf:g}: generating TPC-H, loading it into Iceberg, setting up the views")
+        con = generate(sf, work / namespace)
+        load(spark, namespace, work / namespace)
+        plans, refused = compile_views(namespace, queries)
+        for q, why in refused.items():
+            log(f"SF {sf:g}: Q{q} is not maintainable on Spark: {why}")
+            REFUSED[q] = why
+        for plan in plans.values():
+            setup(spark, plan)
+        for workload in workloads:
+            batch = make_batch(con, workload, work / f"{namespace}-{workload}")
+            windows = apply_batch(spark, namespace, batch)
+            log(f"SF {sf:g} {workload}: {batch.counts}")
+            rows += measure(spark, namespace, plans, windows, sf, workload, reps, log)
+            roll_back(spark, namespace, windows)
+        con.close()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.spark", description=__doc__)
+    parser.add_argument("--sf", type=float, nargs="+", default=[0.1, 1.0])
+    parser.add_argument("--queries", type=int, nargs="+", default=list(SUPPORTED))
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks_spark.md")
+    args = parser.parse_args(argv)
+    from duckstream.spark import local_session
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="duckstream-bench-spark-") as tmp:
+        work = Path(tmp)
+        spark = local_session(
+            str(work / "warehouse"), app_name="duckstream-bench", extra_conf=SPARK_CONF
+        )
+        rows = run(spark, work, args.sf, args.queries, args.workloads, args.reps, log)
+        environment = {
+            "command": "python -m bench.spark "
+            + " ".join(argv if argv is not None else sys.argv[1:]),
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "spark": spark.version,
+            "cpus": str(os.cpu_count()),
+            "load": "/".join(f"{x:.1f}" for x in os.getloadavg()),
+            "reps": str(args.reps),
+        }
+        spark.stop()
+    args.out.write_text(markdown(rows, environment))
+    log(f"wrote {args.out}")
+    return 0 if all(r.equal for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""The Spark benchmark runs end to end at a tiny scale and every refreshed view is exact.
+
+No timing assertions: this only guards ``python -m bench.spark`` against rot.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import spark as bench_spark  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+def test_spark_bench_runs_and_views_equal_recomputation(spark, tmp_path):
+    log: list[str] = []
+    rows = bench_spark.run(spark, tmp_path, [0.01], [3, 12], ["mixed", "update"], 1, log.append)
+    assert {(r.workload, r.query) for r in rows} == {
+        (w, q) for w in ("mixed", "update") for q in (3, 12)
+    }
+    assert all(r.equal for r in rows), log
+    text = bench_spark.markdown(rows, {k: "x" for k in bench_spark.ENVIRONMENT_KEYS})
+    assert "## SF 0.01, mixed" in text and "## SF 0.01, update" in text
