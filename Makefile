@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo bench clean
+.PHONY: venv test lint demo bench bench-spark clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,9 @@ demo: venv
 
 bench: venv
 	$(BIN)/python -m bench
+
+bench-spark: venv
+	$(BIN)/python -m bench.spark
 
 clean:
 	rm -rf $(VENV) demo integration_tests/lake .pytest_cache .ruff_cache .hypothesis

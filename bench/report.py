@@ -233,6 +233,10 @@ def markdown(results: Results, environment: dict) -> str:
         " (the machine is shared: compare times within one table, not across runs).",
         f"Times are medians of {environment['reps']} repetitions, wall clock, in ms; each"
         " repetition refreshes the same committed batch on a fresh copy of the lake.",
+        "The views are compiled with the TPC-H schema, as the dbt adapter compiles models (change"
+        " reads name only the columns used; semi-join filters from the changes). The same"
+        " contest on Spark + Iceberg: [benchmarks_spark.md](benchmarks_spark.md)"
+        " (`make bench-spark`).",
         "",
         "- **auto**: `refresh(strategy='auto')`, estimate included: what users get; **auto"
         " picks** is the path it chose. **incremental** / **full**: the forced paths (`maintain`"
