@@ -38,6 +38,7 @@ Strategy = Literal["auto", "incremental", "full"]
 STRATEGIES: tuple[str, ...] = ("auto", "incremental", "full")
 
 _REBUILD = "duckstream: rebuild required"
+_NO_CURSORS = "no cursors table"
 
 
 @dataclass(frozen=True)
@@ -117,19 +118,37 @@ def refresh(
         run_statements(con, plan.initialize_cursors)
         report = RefreshReport("full", strategy, "requested")
     else:
-        report = choose(con, plan, policy or Policy())
-        if report.strategy == "incremental":
-            try:
-                run_statements(con, plan.maintain)
-            except Exception as error:
-                if _REBUILD not in str(error):
-                    raise
-                report.strategy = "full"
-                report.reason = str(error).split(_REBUILD + ": ", 1)[-1].splitlines()[0]
-                run_statements(con, plan.initialize_cursors)
-        else:
-            run_statements(con, plan.initialize_cursors)
+        report = _auto(con, plan, policy or Policy())
     report.elapsed = time.perf_counter() - start
+    return report
+
+
+def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
+    """Estimate inside the refresh's own transaction, then run the chosen statements in it:
+    one DuckLake transaction set-up instead of two (each costs catalog round trips), and the
+    estimate sees the snapshot the refresh applies."""
+    begin = plan.maintain[0]
+    shared = begin == plan.initialize_cursors[0] == "BEGIN TRANSACTION"
+    if shared:
+        con.execute(begin)
+    try:
+        report = choose(con, plan, policy)
+    except Exception:
+        if shared:
+            con.execute("ROLLBACK")
+        raise
+    if shared and report.reason.startswith(_NO_CURSORS):  # the failed read ended the transaction
+        con.execute("ROLLBACK")
+        shared = False
+    chosen = plan.maintain if report.strategy == "incremental" else plan.initialize_cursors
+    try:
+        run_statements(con, chosen[1:] if shared else chosen)
+    except Exception as error:
+        if report.strategy != "incremental" or _REBUILD not in str(error):
+            raise
+        report.strategy = "full"  # run_statements rolled the refresh back
+        report.reason = str(error).split(_REBUILD + ": ", 1)[-1].splitlines()[0]
+        run_statements(con, plan.initialize_cursors)
     return report
 
 
@@ -162,7 +181,7 @@ def _decide(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
             [mv_name],
         )
     except Exception as error:  # no cursors table: never set up
-        return RefreshReport("full", "auto", f"no cursors table ({type(error).__name__})")
+        return RefreshReport("full", "auto", f"{_NO_CURSORS} ({type(error).__name__})")
     expected = len(plan.base_tables)
     if len({c[0] for c in cursors}) != len(cursors) or (expected and len(cursors) < expected):
         return RefreshReport("full", "auto", "the view has no cursor for every source")
