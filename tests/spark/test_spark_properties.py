@@ -23,7 +23,7 @@ EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES", "5"))
 
 
 def _run(spark, scenario) -> None:
-    tables_, view_sql, cycles_ = scenario
+    tables_, view_sql, cycles_, _ = scenario  # compiled without schema=, as on Spark's dbt path
     try:
         run_scenario(SparkHarness(spark), tables_, view_sql, cycles_)
     except UnsupportedSQLError as error:
