@@ -47,12 +47,12 @@ from dbt.adapters.duckstream.expand import (
 from dbt.adapters.duckstream.locate import locate
 from duckstream.compiler import compile_ivm
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
+from duckstream.model_configs import config_problem
 from duckstream.plan import IVMPlan, Naming
 from duckstream.runtime import run_statements
-from duckstream.strategy import STRATEGIES, Policy, choose
+from duckstream.strategy import Policy, choose
 
 REBUILD_REQUIRED = "duckstream: rebuild required: "
-ON_UNSUPPORTED = ("fail", "full_refresh")
 MODE_IVM = "ivm"
 MODE_RECOMPUTE = "recompute"
 
@@ -147,16 +147,11 @@ class State:
 def materialize(con: Connection, request: ModelRequest) -> Outcome:
     """Build, rebuild or maintain the table of ``request``; see the module docstring."""
     started = time.perf_counter()
-    if request.on_unsupported not in ON_UNSUPPORTED:
-        raise ModelError(
-            f"model {request.name}: ivm_on_unsupported must be one of {ON_UNSUPPORTED},"
-            f" got {request.on_unsupported!r}"
-        )
-    if request.strategy not in STRATEGIES:
-        raise ModelError(
-            f"model {request.name}: ivm_strategy must be one of {STRATEGIES},"
-            f" got {request.strategy!r}"
-        )
+    problem = config_problem(
+        request.name, ivm_on_unsupported=request.on_unsupported, ivm_strategy=request.strategy
+    )
+    if problem:
+        raise ModelError(problem)
     with _reading(con):
         found = _look(con, request)
     try:
@@ -425,16 +420,19 @@ def _maintain(
     snapshot: int,
 ) -> Outcome:
     """Apply the changes since the cursors; rebuild when the strategy or the plan says so."""
+
+    def rebuild(reason: str) -> Outcome:
+        """In place when the table's layout is unchanged, replaced otherwise."""
+        replace = not _same_layout(con, request, plan)
+        return _build(con, request, plan, view_sql, replace=replace, reason=reason)
+
     chosen = ""
     if request.strategy == "full":
-        replace = not _same_layout(con, request, plan)
-        return _build(con, request, plan, view_sql, replace=replace, reason="ivm_strategy full")
+        return rebuild("ivm_strategy full")
     if request.strategy == "auto":
         report = choose(con, plan, Policy())
         if report.strategy == "full":
-            replace = not _same_layout(con, request, plan)
-            reason = f"auto: {report.reason}"
-            return _build(con, request, plan, view_sql, replace=replace, reason=reason)
+            return rebuild(f"auto: {report.reason}")
         chosen = f"auto: {report.reason}"
     try:
         run_statements(con, plan.maintain)
@@ -442,9 +440,7 @@ def _maintain(
         text = str(error)
         if REBUILD_REQUIRED not in text:
             raise
-        reason = text.split(REBUILD_REQUIRED, 1)[1].splitlines()[0].strip().rstrip(".")
-        replace = not _same_layout(con, request, plan)
-        return _build(con, request, plan, view_sql, replace=replace, reason=reason)
+        return rebuild(text.split(REBUILD_REQUIRED, 1)[1].splitlines()[0].strip().rstrip("."))
     with _reading(con):
         after = _cursors(con, _fqn(request.database, request.schema, request.cursors_name))
         if after == before:

@@ -30,14 +30,13 @@ from typing import TYPE_CHECKING
 from dbt.adapters.duckstream_spark.__version__ import version as VERSION
 from duckstream.compiler import compile_ivm
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
+from duckstream.model_configs import config_problem
 from duckstream.plan import IVMPlan, Naming
 from duckstream.spark.runtime import RebuildRequired, refresh, run_statements, setup
-from duckstream.strategy import STRATEGIES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-ON_UNSUPPORTED = ("fail", "full_refresh")
 MODE_IVM = "ivm"
 MODE_RECOMPUTE = "recompute"
 PREFIX = "duckstream."
@@ -134,16 +133,11 @@ class Outcome:
 def materialize(spark: SparkSession, request: ModelRequest) -> Outcome:
     """Build, rebuild or maintain the table of ``request``; see the module docstring."""
     started = time.perf_counter()
-    if request.on_unsupported not in ON_UNSUPPORTED:
-        raise ModelError(
-            f"model {request.name}: ivm_on_unsupported must be one of {ON_UNSUPPORTED},"
-            f" got {request.on_unsupported!r}"
-        )
-    if request.strategy not in STRATEGIES:
-        raise ModelError(
-            f"model {request.name}: ivm_strategy must be one of {STRATEGIES},"
-            f" got {request.strategy!r}"
-        )
+    problem = config_problem(
+        request.name, ivm_on_unsupported=request.on_unsupported, ivm_strategy=request.strategy
+    )
+    if problem:
+        raise ModelError(problem)
     catalog = current_catalog(spark)
     table = _fqn(catalog, request.schema, request.identifier)
     exists = spark.catalog.tableExists(table)
