@@ -66,7 +66,6 @@ SPARK_CONF = {
 }
 
 
-REFUSED: dict[int, str] = {}  # query -> why the Spark engine refuses it (for the report)
 ENVIRONMENT_KEYS = ("command", "date", "spark", "cpus", "load", "reps")
 
 
@@ -79,6 +78,12 @@ class Row:
     recompute: list[float] = field(default_factory=list)
     floor: float = 0.0
     equal: bool = True
+
+
+@dataclass
+class Results:
+    rows: list[Row] = field(default_factory=list)
+    refused: dict[int, str] = field(default_factory=dict)  # query -> why Spark refuses it
 
 
 @dataclass
@@ -265,7 +270,8 @@ def load(spark: SparkSession, namespace: str, parquet: Path) -> None:
         frame.writeTo(f"lake.{namespace}.{table}").using("iceberg").createOrReplace()
 
 
-def markdown(rows: list[Row], environment: dict[str, str]) -> str:
+def markdown(results: Results, environment: dict[str, str]) -> str:
+    rows = results.rows
     lines = [
         "# Benchmark: incremental refresh against recomputation on Spark + Iceberg",
         "",
@@ -281,9 +287,9 @@ def markdown(rows: list[Row], environment: dict[str, str]) -> str:
         "- **equal**: the refreshed view equals recomputation (as multisets) in every repetition.",
         "",
     ]
-    for q, why in sorted(REFUSED.items()):
+    for q, why in sorted(results.refused.items()):
         lines.append(f"Q{q} is not in the tables: the Spark engine refuses it ({why}).")
-    if REFUSED:
+    if results.refused:
         lines.append("")
     keys = sorted(
         {(r.sf, r.workload) for r in rows}, key=lambda k: (k[0], list(WORKLOADS).index(k[1]))
@@ -318,15 +324,15 @@ def run(
     workloads: list[str],
     reps: int | list[int],
     log: Callable[[str], None],
-    done: Callable[[list[Row]], None] = lambda rows: None,
-) -> list[Row]:
+    done: Callable[[Results], None] = lambda results: None,
+) -> Results:
     """Every (scale factor, workload, query) measured; ``work`` holds the generated files.
     ``reps``: one count, or one per scale factor; ``done`` sees the rows after each workload
     (the report is rewritten as results come in: a long run stopped early keeps them)."""
     from duckstream.spark import setup
 
     counts = reps if isinstance(reps, list) else [reps] * len(sfs)
-    rows: list[Row] = []
+    results = Results()
     for sf, sf_reps in zip(sfs, counts, strict=True):
         namespace = f"tpch_sf{sf:g}".replace(".", "_")
         log(f"SF {sf:g}: generating TPC-H, loading it into Iceberg, setting up the views")
@@ -335,18 +341,18 @@ def run(
         plans, refused = compile_views(namespace, queries)
         for q, why in refused.items():
             log(f"SF {sf:g}: Q{q} is not maintainable on Spark: {why}")
-            REFUSED[q] = why
+            results.refused[q] = why
         for plan in plans.values():
             setup(spark, plan)
         for workload in workloads:
             batch = make_batch(con, workload, work / f"{namespace}-{workload}")
             windows = apply_batch(spark, namespace, batch)
             log(f"SF {sf:g} {workload}: {batch.counts}")
-            rows += measure(spark, namespace, plans, windows, sf, workload, sf_reps, log)
+            results.rows += measure(spark, namespace, plans, windows, sf, workload, sf_reps, log)
             roll_back(spark, namespace, windows)
-            done(rows)
+            done(results)
         con.close()
-    return rows
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,9 +380,9 @@ def main(argv: list[str] | None = None) -> int:
         "reps": " / ".join(f"{r} at SF {sf:g}" for r, sf in zip(reps, args.sf, strict=True)),
     }
 
-    def write(rows: list[Row]) -> None:
+    def write(results: Results) -> None:
         environment["load"] = "/".join(f"{x:.1f}" for x in os.getloadavg())
-        args.out.write_text(markdown(rows, environment))
+        args.out.write_text(markdown(results, environment))
 
     with tempfile.TemporaryDirectory(prefix="duckstream-bench-spark-") as tmp:
         work = Path(tmp)
@@ -384,10 +390,10 @@ def main(argv: list[str] | None = None) -> int:
             str(work / "warehouse"), app_name="duckstream-bench", extra_conf=SPARK_CONF
         )
         environment["spark"] = spark.version
-        rows = run(spark, work, args.sf, args.queries, args.workloads, reps, log, write)
+        results = run(spark, work, args.sf, args.queries, args.workloads, reps, log, write)
         spark.stop()
     log(f"wrote {args.out}")
-    return 0 if all(r.equal for r in rows) else 1
+    return 0 if all(r.equal for r in results.rows) else 1
 
 
 if __name__ == "__main__":

@@ -21,10 +21,11 @@ pytestmark = pytest.mark.spark
 
 def test_spark_bench_runs_and_views_equal_recomputation(spark, tmp_path):
     log: list[str] = []
-    rows = bench_spark.run(spark, tmp_path, [0.01], [3, 12], ["mixed", "update"], 1, log.append)
+    results = bench_spark.run(spark, tmp_path, [0.01], [3, 12], ["mixed", "update"], 1, log.append)
+    rows = results.rows
     assert {(r.workload, r.query) for r in rows} == {
         (w, q) for w in ("mixed", "update") for q in (3, 12)
     }
     assert all(r.equal for r in rows), log
-    text = bench_spark.markdown(rows, {k: "x" for k in bench_spark.ENVIRONMENT_KEYS})
+    text = bench_spark.markdown(results, {k: "x" for k in bench_spark.ENVIRONMENT_KEYS})
     assert "## SF 0.01, mixed" in text and "## SF 0.01, update" in text
