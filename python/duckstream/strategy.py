@@ -193,6 +193,12 @@ def _decide(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
         problem = _estimate_catalog(con, catalog, entries, sources)
         if problem:
             return RefreshReport("full", "auto", problem, sources)
+    return decide(sources, policy)
+
+
+def decide(sources: dict[str, SourceEstimate], policy: Policy) -> RefreshReport:
+    """The choice for one window, from the estimated changes of every source (engine-free:
+    each engine estimates from its own catalog)."""
     changed = {name: s for name, s in sources.items() if s.changed}
     if not changed:
         return RefreshReport("incremental", "auto", "no source changed", sources, 0.0, 0.0)
