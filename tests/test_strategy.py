@@ -150,6 +150,9 @@ def test_auto_rebuilds_when_incremental_is_impossible(view, change):
     harness, plan = view
     harness.con.execute("INSERT INTO dl.main.facts VALUES (-8, 1, 1)")
     harness.con.execute(change.format(cursor=_cursor(harness)))
+    estimate = choose(harness.con, plan, Policy())  # the estimate sees it, not only the pin
+    assert estimate.strategy == "full" and estimate.sources == {}
+    assert any(word in estimate.reason for word in ("expired", "recreated", "altered"))
     report = _refresh(harness, plan)
     assert report.strategy == "full"
     assert any(word in report.reason for word in ("expired", "recreated", "altered"))

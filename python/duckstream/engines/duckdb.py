@@ -147,48 +147,73 @@ class DuckLakeEngine(Engine):
     def _ends(self) -> list[str]:
         return [f"end_{k} := {self._end_of(c)}" for k, c in enumerate(self._catalogs())]
 
-    def _table_id(self, source: Source) -> str:
-        meta = f"__ducklake_metadata_{source.catalog}"
-        return (
-            f"SELECT t.table_id FROM {meta}.ducklake_table AS t"
-            f" JOIN {meta}.ducklake_schema AS s ON t.schema_id = s.schema_id"
-            f" WHERE s.schema_name = {_lit(source.schema)} AND t.table_name = {_lit(source.name)}"
-            " AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
-        )
+    def _table_ids(self) -> str:
+        """One read of each source catalog's live tables: every source's table id, NULL when
+        it does not exist (a scalar subquery per source cost a few ms each)."""
+        reads = []
+        for catalog in sorted({s.catalog for s in self.sources}):
+            meta = f"__ducklake_metadata_{catalog}"
+            wanted = ", ".join(
+                f"({s.index}, {_lit(s.fqn)}, {_lit(s.schema)}, {_lit(s.name)})"
+                for s in self.sources
+                if s.catalog == catalog
+            )
+            reads.append(
+                f"SELECT v.source, v.fqn, t.table_id"
+                f" FROM (VALUES {wanted}) AS v(source, fqn, schema_name, table_name)"
+                f" LEFT JOIN ({meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s"
+                " ON t.schema_id = s.schema_id AND t.end_snapshot IS NULL"
+                " AND s.end_snapshot IS NULL)"
+                " ON s.schema_name = v.schema_name AND t.table_name = v.table_name"
+            )
+        return f"_ivm_ids AS MATERIALIZED ({' UNION ALL '.join(reads)})"
 
     def pin_for_initialize(self) -> list[str]:
-        missing = " ".join(
-            f"WHEN ({self._table_id(s)}) IS NULL"
-            f" THEN {_lit(f'duckstream: source table {s.fqn} does not exist')}"
-            for s in self.sources
-        )
-        fields = self._ends()
-        for s in self.sources:
-            end = self._end_of(s.catalog)
-            fields += [f"cursor_{s.index} := {end}", f"changed_{s.index} := true"]
-        fields.append("changed := true")
-        # Only the end snapshots: ducklake_current_snapshot is the transaction's snapshot and
-        # far cheaper than the snapshot list.
+        """One statement: the end snapshot of each catalog (``ducklake_current_snapshot``, the
+        transaction's snapshot, far cheaper than the snapshot list) and each source's table
+        id, failing with ``duckstream: source table ... does not exist`` when one is missing."""
         ends = " UNION ALL ".join(
             f"SELECT {k} AS catalog, CAST(id AS BIGINT) AS e"
             f" FROM ducklake_current_snapshot({_lit(c)})"
             for k, c in enumerate(self._catalogs())
         )
         ctes = [f"_ivm_ends AS MATERIALIZED ({ends})"]
+        ends_row = ", ".join(
+            f"max(e) FILTER (WHERE catalog = {k}) AS end_{k}" for k in range(len(self._catalogs()))
+        )
+        fields = [f"end_{k} := end_{k}" for k in range(len(self._catalogs()))]
+        for s in self.sources:
+            k = self._catalogs().index(s.catalog)
+            fields += [
+                f"cursor_{s.index} := end_{k}",
+                f"changed_{s.index} := true",
+                f"table_id_{s.index} := table_id_{s.index}",
+            ]
+        fields.append("changed := true")
         window = f"struct_pack({', '.join(fields)})"
-        if missing:
-            ctes.append(f"_ivm_missing AS (SELECT CASE {missing} END AS problem)")
-            window = (
-                "CASE WHEN (SELECT problem FROM _ivm_missing) IS NOT NULL"
-                f" THEN error((SELECT problem FROM _ivm_missing)) ELSE {window} END"
-            )
-        return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} SELECT {window})"]
+        if not self.sources:
+            query = f"SELECT {window} FROM (SELECT {ends_row} FROM _ivm_ends)"
+            return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
+        ctes.append(self._table_ids())
+        ids = ", ".join(
+            f"max(table_id) FILTER (WHERE source = {s.index}) AS table_id_{s.index}"
+            for s in self.sources
+        )
+        query = (
+            "SELECT CASE WHEN i.missing IS NOT NULL THEN error('duckstream: source table '"
+            f" || i.missing || ' does not exist') ELSE {window} END"
+            f" FROM (SELECT {ends_row} FROM _ivm_ends) AS e,"
+            f" (SELECT min(fqn) FILTER (WHERE table_id IS NULL) AS missing, {ids}"
+            " FROM _ivm_ids) AS i"
+        )
+        return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
 
     def record_cursors(self) -> list[str]:
         mv = _lit(self.tgt.name)
         statements = [f"DELETE FROM {self.tgt.cursors_fqn} WHERE mv_name = {mv}"]
         rows = ", ".join(
-            f"({mv}, {_lit(s.fqn)}, ({self._table_id(s)}), {self._end(s.catalog).sql('duckdb')})"
+            f"({mv}, {_lit(s.fqn)}, {self._window_value(f'table_id_{s.index}').sql('duckdb')},"
+            f" {self._end(s.catalog).sql('duckdb')})"
             for s in self.sources
         )
         if rows:  # one INSERT: each DuckLake statement costs a round trip
