@@ -97,13 +97,25 @@ def test_altered_or_recreated_source_requires_rebuild(lake, ddl):
 def test_failed_refresh_changes_nothing_and_next_refresh_catches_up(lake):
     harness, plan = _setup_simple(lake)
     lake.execute("INSERT INTO dl.main.t VALUES (1, 'z'), (3, 'w')")
-    broken = plan.maintain[:-3] + ["SELECT error('boom')"] + plan.maintain[-3:]
+    late = plan.maintain.index("COMMIT") - 2  # after the view's table was written
+    broken = plan.maintain[:late] + ["SELECT error('boom')"] + plan.maintain[late:]
     before = harness.rows(plan.query_mv)
     with pytest.raises(duckdb.Error, match="boom"):
         refresh(lake, type(plan)(**{**plan.__dict__, "maintain": broken}), strategy="incremental")
     assert harness.rows(plan.query_mv) == before
+    assert _temp_tables(lake) == []  # rolled back with the transaction
     refresh(lake, plan, strategy="incremental")
     harness.check(plan, "SELECT a, count(*) AS n FROM t GROUP BY a")
+    assert _temp_tables(lake) == []  # dropped after the commit: no memory held in the session
+
+
+def _temp_tables(con) -> list[str]:
+    return [
+        row[0]
+        for row in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE temporary AND table_name LIKE '_ivm%'"
+        ).fetchall()
+    ]
 
 
 def test_expired_cursor_snapshot_requires_rebuild(lake):

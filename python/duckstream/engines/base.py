@@ -70,6 +70,7 @@ class Engine(ABC):
     def __init__(self) -> None:
         self.target: Target | None = None
         self.sources: list[Source] = []
+        self.temps: list[str] = []  # temporary tables/views created so far, for the cleanup
 
     def bind(self, target: Target, sources: list[Source]) -> None:
         """Fix the view this engine generates SQL for."""
@@ -154,7 +155,8 @@ class Engine(ABC):
 
     @abstractmethod
     def create_temp(self, name: str, query: exp.Expr) -> str:
-        """A statement materializing ``query`` as a temporary table ``name``."""
+        """A statement materializing ``query`` as a temporary table ``name`` (recorded in
+        ``temps``: :meth:`commit` drops them)."""
 
     @abstractmethod
     def temp_table(self, name: str) -> exp.Table: ...

@@ -122,7 +122,10 @@ class DuckLakeEngine(Engine):
         return ["BEGIN TRANSACTION"]
 
     def commit(self) -> list[str]:
-        return ["COMMIT"]
+        """Commit, then drop the temporary tables (change copies, deltas) of this refresh: they
+        live in the session, holding memory until the connection closes otherwise."""
+        drops = [f"DROP TABLE IF EXISTS {name}" for name in dict.fromkeys(self.temps)]
+        return ["COMMIT", *drops]
 
     def _catalogs(self) -> list[str]:
         return sorted({s.catalog for s in self.sources} | {self.tgt.catalog})
@@ -313,6 +316,7 @@ class DuckLakeEngine(Engine):
         ]
 
     def create_temp(self, name: str, query: exp.Expr) -> str:
+        self.temps.append(name)
         return f"CREATE OR REPLACE TEMP TABLE {name} AS {query.sql(dialect='duckdb')}"
 
     def temp_table(self, name: str) -> exp.Table:

@@ -53,10 +53,6 @@ REBUILD = "duckstream: rebuild required: "
 class IcebergEngine(Engine):
     dialect = DIALECT
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.temps: list[str] = []
-
     def check_view(self, select: exp.Select, schema: dict | None) -> None:
         check_view(select, schema)
 
