@@ -1,0 +1,218 @@
+"""Estimate a Spark refresh window from Iceberg metadata alone, and choose (``strategy='auto'``).
+
+``choose(spark, plan)`` reads, in **one Spark query** (a ``UNION ALL`` of metadata tables:
+every Spark query costs a job, and ``auto`` pays for this estimate on every refresh), the
+``snapshots`` and the ``main`` ref of the view's table and of each source. No data file is
+read. From them:
+
+* each source's **cursor**: the ``duckstream.cursor.<source>`` snapshot properties of the
+  view's latest snapshot that is not a compaction (``replace``), as the plan's own ``set``
+  query reads them (the cursors table is only a mirror);
+* its **window**: the snapshots from its current one back, through ``parent_id``, to the
+  cursor (exclusive). Not reaching the cursor means it was expired, or the table was
+  re-created, replaced or rolled back: Iceberg has no change feed for that window;
+* per window snapshot, its summary: ``added-records`` and ``deleted-records`` are the rows of
+  the data files it added and removed. That is exactly what the changelog reads: a
+  copy-on-write delete, update or merge rewrites every data file holding a touched row, and
+  the changelog reads the old files whole as deletions and the new ones as insertions before
+  pairing off the unchanged rows (the carry-over). So ``inserted`` and ``deleted`` count data
+  file rows, not logical row changes (one deleted row in a 1M-row file counts as ``-1M``
+  ``+999,999``), and ``scanned`` = ``deleted`` (the removed files are read whole);
+  compactions (``replace``) change no row and the changelog skips them;
+* ``rows`` is the current snapshot's ``total-records``.
+
+Rebuild reasons, found here before a refresh is attempted: no cursors in the view's table
+(never initialized, or written outside duckstream), a source with no snapshot, a cursor that
+is no longer an ancestor, and **delete files** (merge-on-read deletes and updates, deletion
+vectors: the summary's ``total-delete-files``) in the window, which Iceberg's changelog
+refuses to read. A schema change is not visible in these tables: the plan's own check finds
+it, and :func:`duckstream.spark.runtime.refresh` then rebuilds (a failed attempt costs a few
+Spark jobs and commits nothing).
+
+The choice itself is :func:`duckstream.cost.decide` with :class:`SparkPolicy`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from duckstream.cost import Policy, RefreshReport, SourceEstimate, decide
+from duckstream.engines.spark import CURSOR_PROPERTY
+from duckstream.engines.spark_dialect import DIRECTIVE
+from duckstream.plan import IVMPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_CURSOR_DIRECTIVE = f"{DIRECTIVE} snapshot property {CURSOR_PROPERTY}"
+# Appended to the reason when a window removed data files: why one deleted row may count 1M.
+REWRITES = " (copy-on-write: rows of the rewritten data files, which the changelog reads)"
+
+
+@dataclass(frozen=True)
+class SparkPolicy(Policy):
+    """The cost model's constants for Spark + Iceberg, in rows a recomputation reads.
+
+    Calibrated on ``docs/benchmarks_spark.md`` (SF 0.1 and 1, a local session on 2 cores):
+    recomputing a TPC-H view at SF 1 reads a median 2.7M rows/s over the nine queries (1.2M
+    for Q1 to 8.6M for Q6), and an incremental refresh of an append takes a median 4.6 s
+    (1.8 s for a one-source view, up to 8 s joining six sources), nearly the same at SF 0.1
+    as at SF 1: a chain of Spark jobs whose cost hardly depends on the data. 4.6 s at
+    2.7M rows/s is the fixed ``overhead_rows`` of 12M (DuckDB's: 2M). With it every
+    measured SF 0.1 and SF 1 append rebuilds, which the benchmark says is faster on all but
+    Q1 at SF 1 (2.5 s incremental, 5.0 s recomputed), and appends to views of 12M rows and
+    more stay incremental. The reaches are DuckDB's: the refresh times hardly grew with the
+    joined tables from SF 0.1 to 1, so appended keys prune most of them (``insert_reach``
+    0.1); deleted keys prune nothing. Deletes and updates rewrite whole data files, counted
+    in the estimate as changed rows: at SF 1 they rewrite every file (``mixed``, ``update``:
+    30-48 s incremental against 0.5-6.5 s recomputed), far above ``max_fraction``.
+    """
+
+    overhead_rows: int = 12_000_000
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One row of an Iceberg table's ``snapshots`` metadata table."""
+
+    snapshot_id: int
+    parent_id: int | None
+    operation: str
+    summary: dict[str, str]
+
+    def count(self, key: str) -> int:
+        """A count of the summary (``added-records``, ...); absent means none."""
+        return int(self.summary.get(key) or 0)
+
+
+@dataclass
+class TableLog:
+    """An Iceberg table's snapshots by id, and its current one (``None``: never written)."""
+
+    current: int | None
+    snapshots: dict[int, Snapshot]
+
+    def since(self, cursor: int) -> list[Snapshot] | None:
+        """The snapshots after ``cursor`` up to the current one, newest first; ``None`` when
+        ``cursor`` is not an ancestor of the current snapshot (or was expired)."""
+        found, at = [], self.current
+        while at != cursor:
+            snapshot = self.snapshots.get(at) if at is not None else None
+            if snapshot is None:
+                return None
+            found.append(snapshot)
+            at = snapshot.parent_id
+        return found
+
+    def latest_data_snapshot(self) -> Snapshot | None:
+        """The current snapshot, or its latest ancestor that is not a compaction."""
+        at = self.current
+        while at is not None and at in self.snapshots:
+            if self.snapshots[at].operation != "replace":
+                return self.snapshots[at]
+            at = self.snapshots[at].parent_id
+        return None
+
+
+def plan_sources(plan: IVMPlan) -> list[str]:
+    """The full names of the plan's sources, as it records their cursors: the snapshot
+    properties of the statement that populates the view."""
+    return [
+        line[len(_CURSOR_DIRECTIVE) :].partition("=")[0].strip()
+        for statement in plan.initialize_cursors
+        for line in statement.splitlines()
+        if line.startswith(_CURSOR_DIRECTIVE)
+    ]
+
+
+def metadata_query(tables: list[str]) -> str:
+    """Every snapshot of each table (numbered by its position in ``tables``) with the table's
+    current snapshot id, in one query."""
+    return "\nUNION ALL\n".join(
+        f"SELECT {i} AS t, s.snapshot_id, s.parent_id, s.operation, s.summary,"
+        f" r.snapshot_id AS current_id FROM {table}.snapshots AS s"
+        f" CROSS JOIN (SELECT snapshot_id FROM {table}.refs WHERE name = 'main') AS r"
+        for i, table in enumerate(tables)
+    )
+
+
+def read_logs(spark: SparkSession, tables: list[str]) -> dict[str, TableLog]:
+    """The :class:`TableLog` of each table."""
+    logs = {table: TableLog(None, {}) for table in tables}
+    for row in spark.sql(metadata_query(tables)).collect():
+        log = logs[tables[int(row["t"])]]
+        log.current = int(row["current_id"])
+        parent = row["parent_id"]
+        log.snapshots[int(row["snapshot_id"])] = Snapshot(
+            int(row["snapshot_id"]),
+            None if parent is None else int(parent),
+            str(row["operation"]),
+            dict(row["summary"] or {}),
+        )
+    return logs
+
+
+def estimate_window(
+    mv_table: str, sources: list[str], logs: dict[str, TableLog]
+) -> dict[str, SourceEstimate] | str:
+    """Per source, what its window holds (see the module docstring); or why the view must be
+    rebuilt. Pure: ``logs`` is what :func:`read_logs` found."""
+    latest = logs[mv_table].latest_data_snapshot()
+    summary = latest.summary if latest else {}
+    estimates: dict[str, SourceEstimate] = {}
+    for source in sources:
+        cursor = summary.get(CURSOR_PROPERTY + source)
+        if cursor is None:
+            return (
+                f"no cursor for source {source} in the snapshots of {mv_table} (not"
+                " initialized, or the table was written outside duckstream)"
+            )
+        log = logs[source]
+        if log.current is None:
+            return f"source {source} has no snapshot (never written, or re-created)"
+        window = log.since(int(cursor))
+        if window is None:
+            return (
+                f"the cursor snapshot of {source} is no longer in its history: expired, or the"
+                " table was re-created, replaced or rolled back"
+            )
+        changes = [s for s in window if s.operation != "replace"]
+        if any(s.count("total-delete-files") for s in changes):
+            return (
+                f"{source} has delete files (merge-on-read), which Iceberg's changelog cannot"
+                " read; keep sources copy-on-write (write.delete.mode, write.update.mode,"
+                " write.merge.mode)"
+            )
+        deleted = sum(s.count("deleted-records") for s in changes)
+        estimates[source] = SourceEstimate(
+            source,
+            rows=log.snapshots[log.current].count("total-records"),
+            inserted=sum(s.count("added-records") for s in changes),
+            deleted=deleted,
+            scanned=deleted,
+        )
+    return estimates
+
+
+def estimate(spark: SparkSession, plan: IVMPlan) -> dict[str, SourceEstimate] | str:
+    """Per source of ``plan``, what its window holds; or why it must be rebuilt."""
+    sources = plan_sources(plan)
+    logs = read_logs(spark, [plan.mv_table, *sources])
+    return estimate_window(plan.mv_table, sources, logs)
+
+
+def choose(spark: SparkSession, plan: IVMPlan, policy: Policy | None = None) -> RefreshReport:
+    """Estimate the window from Iceberg metadata and decide (:class:`SparkPolicy` unless
+    ``policy`` is given); runs nothing else."""
+    start = time.perf_counter()
+    found = estimate(spark, plan)
+    if isinstance(found, str):
+        report = RefreshReport("full", "auto", found)
+    else:
+        report = decide(found, policy or SparkPolicy())
+        if any(s.deleted for s in found.values()):
+            report.reason += REWRITES
+    report.estimate_seconds = time.perf_counter() - start
+    return report

@@ -1,0 +1,154 @@
+"""The Spark estimate without Spark: windows read from hand-made Iceberg snapshot logs, the
+rebuild reasons, and the choices of the Spark-calibrated policy.
+
+``tests/spark/test_spark_strategy.py`` runs the same on real Iceberg tables.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+import sqlglot
+
+from duckstream import compile_ivm
+from duckstream.cost import SourceEstimate, decide
+from duckstream.spark.estimate import (
+    Snapshot,
+    SparkPolicy,
+    TableLog,
+    estimate_window,
+    metadata_query,
+    plan_sources,
+)
+from duckstream.strategy import refresh as duckdb_refresh
+
+MV, T, U = "lake.db.mv", "lake.db.t", "other.s.u"
+
+
+def _plan():
+    view = "SELECT t.k, count(*) AS n FROM db.t AS t JOIN other.s.u AS u ON t.k = u.k GROUP BY t.k"
+    sql = sqlglot.transpile(view, read="duckdb", write="spark")[0]
+    return compile_ivm(sql, dialect="spark", mv_catalog="lake", mv_schema="db", mv_name="mv")
+
+
+def _log(*snapshots: tuple[int, str, dict[str, int | str]]) -> TableLog:
+    """A linear history: each (id, operation, summary) is the child of the one before; the
+    last is current."""
+    log, parent = TableLog(None, {}), None
+    for snapshot_id, operation, summary in snapshots:
+        text = {k: str(v) for k, v in summary.items()}
+        log.snapshots[snapshot_id] = Snapshot(snapshot_id, parent, operation, text)
+        log.current = parent = snapshot_id
+    return log
+
+
+def _mv(cursors: dict[str, int], *after: tuple[int, str, dict]) -> TableLog:
+    properties = {f"duckstream.cursor.{source}": c for source, c in cursors.items()}
+    return _log((100, "overwrite", properties), *after)
+
+
+def _source(rows: int, *window: tuple[int, str, dict]) -> TableLog:
+    """A table loaded with ``rows`` rows at snapshot 1 (the cursor), then ``window``."""
+    return _log((1, "append", {"added-records": rows, "total-records": rows}), *window)
+
+
+def test_sources_are_read_from_the_plans_cursor_properties() -> None:
+    plan = _plan()
+    assert plan_sources(plan) == [T, U]
+    query = metadata_query([plan.mv_table, *plan_sources(plan)])
+    assert query.count("UNION ALL") == 2 and f"FROM {U}.snapshots" in query
+
+
+def test_append_counts_the_added_rows() -> None:
+    logs = {
+        MV: _mv({T: 1, U: 1}),
+        T: _source(1000, (2, "append", {"added-records": 10, "total-records": 1010})),
+        U: _source(50),
+    }
+    assert estimate_window(MV, [T, U], logs) == {
+        T: SourceEstimate(T, rows=1010, inserted=10),
+        U: SourceEstimate(U, rows=50),
+    }
+
+
+def test_a_copy_on_write_rewrite_counts_the_rewritten_files_and_compactions_nothing() -> None:
+    rewrite = {"added-records": 499, "deleted-records": 500, "total-records": 999}
+    compaction = {"added-records": 999, "deleted-records": 999, "total-records": 999}
+    logs = {
+        MV: _mv({T: 1, U: 1}),
+        T: _source(1000, (2, "overwrite", rewrite), (3, "replace", compaction)),
+        U: _source(50),
+    }
+    found = estimate_window(MV, [T, U], logs)
+    assert isinstance(found, dict)
+    assert found[T] == SourceEstimate(T, rows=999, inserted=499, deleted=500, scanned=500)
+
+
+def test_cursors_come_from_the_views_latest_snapshot_that_is_not_a_compaction() -> None:
+    logs = {
+        MV: _mv({T: 2, U: 1}, (101, "replace", {})),
+        T: _source(1000, (2, "append", {"added-records": 10, "total-records": 1010})),
+        U: _source(50),
+    }
+    found = estimate_window(MV, [T, U], logs)
+    assert isinstance(found, dict) and found[T].changed == 0
+
+
+@pytest.mark.parametrize(
+    ("logs", "reason"),
+    [
+        ({MV: _log((100, "overwrite", {})), T: _source(10), U: _source(5)}, "no cursor for"),
+        ({MV: _mv({T: 1, U: 1}), T: TableLog(None, {}), U: _source(5)}, "has no snapshot"),
+        (  # re-created: its history no longer holds the cursor
+            {MV: _mv({T: 1, U: 1}), T: _log((7, "append", {})), U: _source(5)},
+            "no longer in its history",
+        ),
+        (  # the cursor snapshot expired: the chain stops before reaching it
+            {
+                MV: _mv({T: 1, U: 1}),
+                T: TableLog(3, {3: Snapshot(3, 2, "append", {})}),
+                U: _source(5),
+            },
+            "no longer in its history",
+        ),
+        (
+            {
+                MV: _mv({T: 1, U: 1}),
+                T: _source(10, (2, "overwrite", {"total-delete-files": 1})),
+                U: _source(5),
+            },
+            "delete files",
+        ),
+    ],
+)
+def test_rebuild_reasons(logs: dict[str, TableLog], reason: str) -> None:
+    found = estimate_window(MV, [T, U], logs)
+    assert isinstance(found, str) and reason in found
+
+
+def _tpch_q3(sf: float, *, rewritten: bool) -> dict[str, SourceEstimate]:
+    """Q3's sources after the benchmark's 0.1% batch: appended orders and lineitems, or (with
+    ``rewritten``) orders deleted too, which rewrites every data file of both tables."""
+    rows = {"customer": 150_000, "orders": 1_500_000, "lineitem": 6_000_000}
+    estimates = {}
+    for name, n in rows.items():
+        n = int(n * sf)
+        added = n // 1000 if name != "customer" else 0
+        deleted = n if rewritten and name != "customer" else 0
+        estimates[name] = SourceEstimate(name, n, added + deleted, deleted, deleted)
+    return estimates
+
+
+def test_the_spark_policy_rebuilds_the_measured_benchmark_and_maintains_big_appends() -> None:
+    policy = SparkPolicy()
+    for sf in (0.1, 1):  # docs/benchmarks_spark.md: recomputing was faster
+        assert decide(_tpch_q3(sf, rewritten=False), policy).strategy == "full"
+        assert decide(_tpch_q3(sf, rewritten=True), policy).strategy == "full"
+    assert decide(_tpch_q3(10, rewritten=False), policy).strategy == "incremental"
+    assert decide(_tpch_q3(10, rewritten=True), policy).strategy == "full"
+    assert SparkPolicy(overhead_rows=0).overhead_rows == 0  # tests keep small views incremental
+
+
+def test_the_duckdb_refresh_refuses_a_spark_plan() -> None:
+    with pytest.raises(ValueError, match="duckstream.spark.refresh"):
+        duckdb_refresh(duckdb.connect(), _plan())
