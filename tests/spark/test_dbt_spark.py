@@ -21,6 +21,7 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "integration_tests" / "spark"
 MODELS = ("revenue_per_country", "big_countries")
+INCREMENTAL = ("--vars", "{ivm_strategy: incremental}")  # else auto rebuilds these tiny tables
 
 
 def _sources() -> Any:
@@ -69,12 +70,12 @@ def test_run_change_run_test(
     }
 
     sources.change_sources(spark)
-    second = _dbt(project, "run")
+    second = _dbt(project, "run", *INCREMENTAL)
     for model in MODELS:
         assert second[model][1].startswith("incremental: "), second[model]
     assert second["revenue_per_country"][1].startswith("incremental: 2 of 2 sources changed")
 
-    third = _dbt(project, "run")
+    third = _dbt(project, "run")  # auto: the estimate sees no change
     assert all(third[m][1].startswith("up to date") for m in MODELS), third
 
     tests = _dbt(project, "test")
@@ -91,12 +92,21 @@ def test_run_change_run_test(
     }
     assert got == want
 
+    # auto: one new order; on tables this small a rebuild is cheaper than Spark's fixed cost.
+    spark.sql("INSERT INTO raw.orders VALUES (500, 1, 12.50)")
+    auto = _dbt(project, "run")
+    assert auto["revenue_per_country"][1].startswith("rebuilt (auto: orders +1/-0"), auto
+    assert "fixed 12,000,000" in auto["revenue_per_country"][1], auto
+    assert auto["big_countries"][1].startswith("rebuilt (auto: "), auto
+    tests = _dbt(project, "test")
+    assert tests and all(status == "pass" for status, _ in tests.values()), tests
+
     # A source's schema changes (no change feed across it) and a model's SQL is edited.
     spark.sql("ALTER TABLE raw.customers ADD COLUMN note STRING")
     spark.sql("INSERT INTO raw.customers VALUES (99, 'DE', 'no orders yet')")
     edited = project / "models" / "big_countries.sql"
     edited.write_text(edited.read_text().replace(">= 3", ">= 4"))
-    fourth = _dbt(project, "run")
+    fourth = _dbt(project, "run", *INCREMENTAL)
     assert fourth["revenue_per_country"][1].startswith("rebuilt (the schema of"), fourth
     assert fourth["big_countries"][1].startswith("rebuilt (model SQL changed)"), fourth
 

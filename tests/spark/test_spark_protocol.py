@@ -1,6 +1,7 @@
 """The Spark refresh protocol: no-op refreshes, cursors in the MV's snapshot, the plan run by
 hand, and the clear refusals where Iceberg has no change feed (merge-on-read delete files, a
-replaced table, a changed schema, an MV written outside duckstream)."""
+replaced table, a changed schema, an MV written outside duckstream), each rebuilt by
+``strategy='auto'`` (or ``rebuild=True``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from duckstream.plan import IVMPlan
 from duckstream.spark import RebuildRequired, refresh
+from duckstream.spark.estimate import SparkPolicy
 from duckstream.spark.runtime import Statement
 from duckstream.testing.differential import Column, Delete, Insert, TableSpec, Update
 from duckstream.testing.spark_harness import SparkHarness
@@ -38,8 +40,10 @@ def _mv_snapshots(harness: SparkHarness) -> list[tuple]:
 def test_refresh_without_changes_commits_nothing(spark) -> None:
     harness, plan = _view(spark)
     before = _mv_snapshots(harness)
-    values = refresh(spark, plan)
-    assert values[next(k for k in values if k.endswith(".changed"))] == "false"
+    for strategy in ("incremental", "auto"):
+        report = refresh(spark, plan, strategy=strategy)
+        assert report.strategy == "incremental"
+    assert report.reason == "no source changed"
     assert _mv_snapshots(harness) == before
 
 
@@ -99,13 +103,17 @@ def test_merge_on_read_delete_requires_rebuild(spark) -> None:
     harness.apply([Update("t", "v = v + 1", "k = 2")])  # a position delete file
     with pytest.raises(RebuildRequired, match="delete files \\(merge-on-read\\)"):
         harness.refresh(plan)
-    refresh(spark, plan, rebuild=True)
+    report = refresh(spark, plan, strategy="incremental", rebuild=True)
+    assert (report.strategy, report.requested) == ("full", "incremental")
+    assert "delete files" in report.reason
     harness.check(plan, VIEW, "after the rebuild")
     # Iceberg refuses every changelog window while the table holds delete files at all.
     harness.apply([Insert("t", ((5, 50),))])
     with pytest.raises(RebuildRequired, match="delete files"):
         harness.refresh(plan)
-    refresh(spark, plan, rebuild=True)
+    report = refresh(spark, plan)  # auto: the estimate sees the delete files
+    assert report.strategy == "full" and "delete files (merge-on-read)" in report.reason
+    assert report.sources == {}
     harness.check(plan, VIEW, "after the second rebuild")
 
 
@@ -115,7 +123,8 @@ def test_replaced_table_requires_rebuild(spark) -> None:
     spark.sql(f"CREATE OR REPLACE TABLE {t} USING iceberg AS SELECT * FROM {t} WHERE k = 2")
     with pytest.raises(RebuildRequired, match="no longer in its history"):
         harness.refresh(plan)
-    refresh(spark, plan, rebuild=True)
+    report = refresh(spark, plan)  # auto: the estimate finds the broken history
+    assert report.strategy == "full" and "no longer in its history" in report.reason
     harness.check(plan, VIEW, "after the rebuild")
 
 
@@ -125,6 +134,11 @@ def test_schema_change_requires_rebuild(spark) -> None:
     spark.sql(f"INSERT INTO {harness.fqn('t')} VALUES (3, 30, 'x')")
     with pytest.raises(RebuildRequired, match="schema of .* changed"):
         harness.refresh(plan)
+    # The estimate cannot see a schema change: maintaining is tried, refused, then rebuilt.
+    report = refresh(spark, plan, policy=SparkPolicy(overhead_rows=0, max_fraction=1.0))
+    assert report.strategy == "full" and "schema of" in report.reason, report
+    assert report.sources[harness.fqn("t")].inserted == 1
+    harness.check(plan, VIEW, "after the rebuild")
 
 
 def test_mv_written_outside_duckstream_requires_rebuild(spark) -> None:
@@ -133,6 +147,9 @@ def test_mv_written_outside_duckstream_requires_rebuild(spark) -> None:
     harness.apply([Insert("t", ((3, 30),))])
     with pytest.raises(RebuildRequired, match="no cursor for source"):
         harness.refresh(plan)
+    report = refresh(spark, plan)
+    assert report.strategy == "full" and "no cursor for source" in report.reason
+    harness.check(plan, VIEW, "after the rebuild")
 
 
 def test_source_without_snapshot_is_refused_at_setup(spark) -> None:

@@ -19,20 +19,28 @@ statements in order and:
 
 This module does exactly that, substituting ``${...}`` itself (so it does not depend on
 ``spark.sql.variable.substitute`` or change the session configuration), and raises
-:class:`RebuildRequired` when a refresh cannot read its window from Iceberg
-(``refresh(..., rebuild=True)`` then re-initializes the view instead).
+:class:`RebuildRequired` when a refresh cannot read its window from Iceberg.
+
+``refresh(spark, plan)`` (``strategy="auto"``) first estimates the window from Iceberg
+metadata (:mod:`duckstream.spark.estimate`) and runs ``maintain`` or ``initialize_cursors``
+(the atomic full rebuild: the view's data and cursors in one commit), whichever is cheaper,
+like :func:`duckstream.strategy.refresh` on DuckLake.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from duckstream.cost import Policy, RefreshReport
 from duckstream.engines.spark_dialect import DIRECTIVE
 from duckstream.errors import DuckstreamError
 from duckstream.plan import IVMPlan
+from duckstream.spark.estimate import choose
 from duckstream.spark.session import sql_with_commit_properties
+from duckstream.strategy import STRATEGIES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -172,13 +180,40 @@ def setup(spark: SparkSession, plan: IVMPlan) -> dict[str, str]:
     return run_statements(spark, plan.initialize_cursors)
 
 
-def refresh(spark: SparkSession, plan: IVMPlan, *, rebuild: bool = False) -> dict[str, str]:
-    """Apply every change committed to the sources since the last refresh, in one commit of
-    the view's table (or none if nothing changed). With ``rebuild=True``, a window Iceberg
-    cannot read (see :class:`RebuildRequired`) re-initializes the view instead of failing."""
-    try:
-        return run_statements(spark, plan.maintain)
-    except RebuildRequired:
-        if not rebuild:
-            raise
-        return run_statements(spark, plan.initialize_cursors)
+def refresh(
+    spark: SparkSession,
+    plan: IVMPlan,
+    *,
+    rebuild: bool = False,
+    strategy: str = "auto",
+    policy: Policy | None = None,
+) -> RefreshReport:
+    """Bring the view up to date with ``strategy`` and report what ran and why.
+
+    ``incremental`` applies every change committed to the sources since the last refresh, in
+    one commit of the view's table (or none if nothing changed), and raises
+    :class:`RebuildRequired` for a window Iceberg cannot read, unless ``rebuild=True``: then
+    it re-initializes the view. ``full`` re-initializes it. ``auto`` (the default) estimates
+    the window from Iceberg metadata (:func:`duckstream.spark.estimate.choose`, with
+    ``policy``) and runs the cheaper of the two, rebuilding whenever maintaining is
+    impossible.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    start = time.perf_counter()
+    if strategy == "auto":
+        report = choose(spark, plan, policy)
+    else:
+        report = RefreshReport(strategy, strategy, "requested")
+    if report.strategy == "incremental":
+        try:
+            run_statements(spark, plan.maintain)
+        except RebuildRequired as error:
+            if strategy == "incremental" and not rebuild:
+                raise
+            report.strategy = "full"
+            report.reason = str(error).removeprefix("duckstream: rebuild required: ")
+    if report.strategy == "full":
+        run_statements(spark, plan.initialize_cursors)
+    report.elapsed = time.perf_counter() - start
+    return report

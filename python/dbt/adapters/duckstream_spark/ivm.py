@@ -6,9 +6,11 @@ Spark runner (:mod:`duckstream.spark.runtime`), and returns an :class:`Outcome`:
 * no table yet, ``--full-refresh``, a table duckstream did not build, or a plan that differs
   from the one the table was built with (model SQL edited, a duckstream upgrade): build it
   (``setup``: create or replace the table, fill it at pinned snapshots, record the cursors);
-* otherwise ``refresh``; if it raises :class:`RebuildRequired` (a source replaced, rolled
-  back, its schema changed, merge-on-read delete files), re-initialize the table in place and
-  log why.
+* otherwise, with ``ivm_strategy='auto'`` (the default), estimate the change from Iceberg
+  metadata (:func:`duckstream.spark.estimate.choose`) and re-initialize the table in place
+  when that is cheaper or maintaining is impossible (logged ``rebuilt (auto: <reason>)``);
+  else maintain it; if maintaining raises :class:`RebuildRequired` (a source's schema
+  changed, ...), re-initialize in place and log why.
 
 The state of a model lives in table properties of its table (``duckstream.*``): the plan's
 hash, the model SQL (base64), its visible columns, the mode (``ivm`` or ``recompute``) and
@@ -32,7 +34,8 @@ from duckstream.compiler import compile_ivm
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.model_configs import config_problem
 from duckstream.plan import IVMPlan, Naming
-from duckstream.spark.runtime import RebuildRequired, refresh, run_statements, setup
+from duckstream.spark.estimate import choose
+from duckstream.spark.runtime import RebuildRequired, run_statements, setup
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,9 +63,7 @@ class ModelRequest:
     full_refresh: bool = False
     on_unsupported: str = "fail"
     on_schema_change: str = "sync_all_columns"
-    # ivm_strategy: "full" rebuilds on every run; "auto" is "incremental" on Iceberg (no
-    # catalog estimate of the change yet).
-    strategy: str = "auto"
+    strategy: str = "auto"  # ivm_strategy: auto | incremental | full
 
     @property
     def cursors_name(self) -> str:
@@ -116,17 +117,18 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
 
     def message(self) -> str:
-        """One line, e.g. ``incremental: 1 of 2 sources changed, 120 rows, 3400 ms``."""
+        """One line, e.g. ``incremental (auto: ...): 1 of 2 sources changed, 120 rows,
+        3400 ms``."""
         ms = f"{self.elapsed_ms:.0f} ms"
         rows = f"{self.rows} rows" if self.rows is not None else "rows unknown"
+        reason = f" ({self.reason})" if self.reason else ""
         if self.action == "incremental":
             return (
-                f"incremental: {self.sources_changed} of {self.sources} sources changed,"
-                f" {rows}, {ms}"
+                f"incremental{reason}: {self.sources_changed} of {self.sources} sources"
+                f" changed, {rows}, {ms}"
             )
         if self.action == "up to date":
             return f"up to date: no source changed, {ms}"
-        reason = f" ({self.reason})" if self.reason else ""
         return f"{self.action}{reason}: {rows}, {ms}"
 
 
@@ -162,7 +164,7 @@ def materialize(spark: SparkSession, request: ModelRequest) -> Outcome:
         action = "built" if reason == "first run" else "rebuilt"
         outcome = Outcome(action=action, reason=reason, replaced=True)
     else:
-        outcome = _maintain(spark, plan)
+        outcome = _maintain(spark, plan, request.strategy)
     outcome.rows = spark.table(table).count()
     return _timed(outcome, started)
 
@@ -196,17 +198,29 @@ def _rebuild_reason(
     return None
 
 
-def _maintain(spark: SparkSession, plan: IVMPlan) -> Outcome:
-    try:
-        values = refresh(spark, plan)
-    except RebuildRequired as error:
+def _maintain(spark: SparkSession, plan: IVMPlan, strategy: str) -> Outcome:
+    """Apply the changes since the cursors; rebuild in place when the strategy, the estimate
+    (``auto``) or the refresh itself (a window Iceberg cannot read) says so."""
+
+    def rebuild(reason: str) -> Outcome:
         run_statements(spark, plan.initialize_cursors)
-        reason = str(error).removeprefix("duckstream: rebuild required: ")
         return Outcome(action="rebuilt", reason=reason, sources=len(plan.base_tables))
+
+    chosen = ""
+    if strategy == "auto":
+        report = choose(spark, plan)
+        if report.strategy == "full":
+            return rebuild(f"auto: {report.reason}")
+        chosen = f"auto: {report.reason}"
+    try:
+        values = run_statements(spark, plan.maintain)
+    except RebuildRequired as error:
+        return rebuild(str(error).removeprefix("duckstream: rebuild required: "))
     flags = {k: v for k, v in values.items() if _CHANGED.search(k)}
     changed = sum(v == "true" for v in flags.values())
     return Outcome(
         action="incremental" if changed else "up to date",
+        reason=chosen,
         sources=len(flags) or len(plan.base_tables),
         sources_changed=changed,
     )
