@@ -9,12 +9,15 @@ DuckDB copy of the data); its rows are applied to the Iceberg tables as Spark co
 (Iceberg copy-on-write: the data files holding them are rewritten), ``update`` merges new
 values into 0.1% of the lineitems. Then, per query and repetition:
 
-* **refresh**: ``duckstream.spark.refresh`` (the change read from Iceberg's changelog, one
-  ``MERGE`` into the view carrying its cursors), then the view's table is rolled back to its
-  snapshot before the refresh, so every repetition applies the same window;
+* **auto**: ``duckstream.spark.refresh(strategy="auto")``, the estimate from Iceberg metadata
+  included: what users get; which path it took and why are in the report;
+* **incremental**: ``refresh(strategy="incremental")`` (the change read from Iceberg's
+  changelog, one ``MERGE`` into the view carrying its cursors);
+* after each refresh the view's table is rolled back to its snapshot before it, so every
+  refresh applies the same window;
 * **recompute**: ``CREATE OR REPLACE TABLE ... AS`` the query;
 * **floor**: counting the window's changelog rows of the touched sources;
-* a check that the refreshed view equals recomputation (as multisets).
+* a check that every refreshed view equals recomputation (as multisets).
 
 Writes ``docs/benchmarks_spark.md`` (medians). Timings are wall clock and include Spark's
 job scheduling: on a 2-core laptop-sized machine that fixed cost dominates small batches.
@@ -23,6 +26,7 @@ job scheduling: on a 2-core laptop-sized machine that fixed cost dominates small
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import math
 import os
@@ -74,10 +78,19 @@ class Row:
     sf: float
     workload: str
     query: int
-    refresh: list[float] = field(default_factory=list)
+    auto: list[float] = field(default_factory=list)
+    incremental: list[float] = field(default_factory=list)
     recompute: list[float] = field(default_factory=list)
     floor: float = 0.0
     equal: bool = True
+    picks: list[tuple[str, str]] = field(default_factory=list)  # auto's (strategy, reason)
+    estimate: list[float] = field(default_factory=list)  # ms of auto's estimate
+
+    @property
+    def picked(self) -> tuple[str, str]:
+        """The strategy auto took most often, and its reason the first time."""
+        strategy = collections.Counter(s for s, _ in self.picks).most_common(1)[0][0]
+        return strategy, next(r for s, r in self.picks if s == strategy)
 
 
 @dataclass
@@ -213,35 +226,50 @@ def measure(
     reps: int,
     log: Callable[[str], None],
 ) -> list[Row]:
-    from duckstream.spark import refresh
-
     rows = []
     for q, plan in plans.items():
         row = Row(sf, workload, q)
-        query = to_spark(tpch_query(q))
         spark.sql(f"USE lake.{namespace}")
-        spark.sql(query).collect()  # warm: file listings, JIT
-        mv = plan.mv_table
-        start = _snapshot(spark, mv)
+        spark.sql(to_spark(tpch_query(q))).collect()  # warm: file listings, JIT
         for _ in range(reps):
-            row.refresh.append(_timed(lambda plan=plan: refresh(spark, plan)))
-            table = f"lake.{namespace}.bench_recompute_q{q}"
-            recompute = f"CREATE OR REPLACE TABLE {table} AS {query}"
-            row.recompute.append(_timed(lambda recompute=recompute: spark.sql(recompute)))
-            expected = as_multiset([tuple(r) for r in spark.table(table).collect()])
-            actual = as_multiset([tuple(r) for r in spark.sql(plan.query_mv).collect()])
-            if expected != actual:
-                row.equal = False
-                log(f"Q{q} differs:\n{multiset_diff(expected, actual)}")
-            spark.sql(f"CALL lake.system.rollback_to_snapshot('{namespace}.mv_q{q}', {start})")
+            _repetition(spark, namespace, plan, row, log)
         row.floor = _floor(spark, namespace, plan, windows)
         log(
-            f"  q{q:<2} refresh {statistics.median(row.refresh):8,.0f} ms"
+            f"  q{q:<2} auto {statistics.median(row.auto):8,.0f} ms ({row.picked[0]:<11}"
+            f" estimate {statistics.median(row.estimate):5,.0f})"
+            f"  incremental {statistics.median(row.incremental):8,.0f}"
             f"  recompute {statistics.median(row.recompute):8,.0f}  floor {row.floor:6,.0f}"
             f"  {'equal' if row.equal else 'DIFFERENT'}"
         )
         rows.append(row)
     return rows
+
+
+def _repetition(
+    spark: SparkSession, namespace: str, plan: IVMPlan, row: Row, log: Callable[[str], None]
+) -> None:
+    """Recompute the query, then refresh the view with auto and with incremental, each
+    compared with the recomputation and rolled back (the next one applies the same window)."""
+    from duckstream.spark import refresh
+
+    table = f"lake.{namespace}.bench_recompute_q{row.query}"
+    recompute = f"CREATE OR REPLACE TABLE {table} AS {to_spark(tpch_query(row.query))}"
+    row.recompute.append(_timed(lambda: spark.sql(recompute)))
+    expected = as_multiset([tuple(r) for r in spark.table(table).collect()])
+    start = _snapshot(spark, plan.mv_table)
+    for strategy, times in (("auto", row.auto), ("incremental", row.incremental)):
+        began = time.perf_counter()
+        report = refresh(spark, plan, strategy=strategy)
+        times.append((time.perf_counter() - began) * 1000)
+        if strategy == "auto":
+            row.picks.append((report.strategy, report.reason))
+            row.estimate.append(report.estimate_seconds * 1000)
+        actual = as_multiset([tuple(r) for r in spark.sql(plan.query_mv).collect()])
+        if expected != actual:
+            row.equal = False
+            log(f"Q{row.query} ({strategy}) differs:\n{multiset_diff(expected, actual)}")
+        name = plan.mv_table.split(".", 1)[1]
+        spark.sql(f"CALL lake.system.rollback_to_snapshot('{name}', {start})")
 
 
 def _floor(
@@ -280,11 +308,16 @@ def markdown(results: Results, environment: dict[str, str]) -> str:
         " tables in a Hadoop catalog on local disk; load average"
         f" {environment['load']}. Medians of repetitions ({environment['reps']}), wall clock, ms.",
         "",
-        "- **refresh**: `duckstream.spark.refresh` (changelog reads, one `MERGE` carrying the"
-        " cursors); the view is rolled back after each repetition, so each applies the same batch.",
+        "- **auto**: `duckstream.spark.refresh(strategy='auto')`, the estimate from Iceberg"
+        " metadata included: what users get; **auto picks** is the path it chose, **estimate**"
+        " the time auto spent reading the metadata and deciding.",
+        "- **incremental**: `refresh(strategy='incremental')` (changelog reads, one `MERGE`"
+        " carrying the cursors). The view is rolled back after each refresh, so each applies"
+        " the same batch.",
         "- **recompute**: `CREATE OR REPLACE TABLE ... AS` the query.",
         "- **floor**: counting the batch's changelog rows of the touched sources.",
-        "- **equal**: the refreshed view equals recomputation (as multisets) in every repetition.",
+        "- **equal**: auto and incremental both equal recomputation (as multisets) in every"
+        " repetition.",
         "",
     ]
     for q, why in sorted(results.refused.items()):
@@ -299,21 +332,43 @@ def markdown(results: Results, environment: dict[str, str]) -> str:
         lines += [
             f"## SF {sf:g}, {workload}: {WORKLOADS[workload][1]}",
             "",
-            "| Q | refresh | recompute | floor | recompute ÷ refresh | refresh ÷ floor | equal |",
-            "|---|--:|--:|--:|--:|--:|:-:|",
+            "| Q | auto picks | auto | estimate | incremental | recompute | floor"
+            " | recompute ÷ auto | recompute ÷ incremental | incremental ÷ floor | equal |",
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
         ]
-        ratios = []
         for r in part:
-            refresh, recompute = statistics.median(r.refresh), statistics.median(r.recompute)
-            ratios.append(recompute / refresh)
+            auto, incremental = statistics.median(r.auto), statistics.median(r.incremental)
+            recompute = statistics.median(r.recompute)
             lines.append(
-                f"| {r.query} | {refresh:,.0f} | {recompute:,.0f} | {r.floor:,.0f} |"
-                f" {recompute / refresh:.2f}x | {refresh / max(r.floor, 1):.1f}x |"
-                f" {'yes' if r.equal else '**no**'} |"
+                f"| {r.query} | {r.picked[0]} | {auto:,.0f} | {statistics.median(r.estimate):,.0f}"
+                f" | {incremental:,.0f} | {recompute:,.0f}"
+                f" | {r.floor:,.0f} | {recompute / auto:.2f}x | {recompute / incremental:.2f}x"
+                f" | {incremental / max(r.floor, 1):.1f}x | {'yes' if r.equal else '**no**'} |"
             )
-        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        lines += [f"| geo-mean | | | | {geo:.2f}x | | |", ""]
+        geo_auto = _geomean(
+            [statistics.median(r.recompute) / statistics.median(r.auto) for r in part]
+        )
+        geo = _geomean(
+            [statistics.median(r.recompute) / statistics.median(r.incremental) for r in part]
+        )
+        lines += [f"| geo-mean | | | | | | | {geo_auto:.2f}x | {geo:.2f}x | | |", ""]
+    lines += ["## What auto chose, and why (the reason of the first query of each kind)", ""]
+    for sf, workload in keys:
+        part = [r for r in rows if (r.sf, r.workload) == (sf, workload)]
+        picks = []
+        for strategy in ("incremental", "full"):
+            chosen = [r for r in part if r.picked[0] == strategy]
+            if chosen:
+                queries = ", ".join(f"Q{r.query}" for r in chosen)
+                picks.append(
+                    f"**{strategy}** for {queries} (Q{chosen[0].query}: {chosen[0].picked[1]})"
+                )
+        lines.append(f"- SF {sf:g} {workload}: " + "; ".join(picks))
     return "\n".join(lines) + "\n"
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in values) / len(values))
 
 
 def run(

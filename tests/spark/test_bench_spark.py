@@ -27,5 +27,9 @@ def test_spark_bench_runs_and_views_equal_recomputation(spark, tmp_path):
         (w, q) for w in ("mixed", "update") for q in (3, 12)
     }
     assert all(r.equal for r in rows), log
+    # Tiny tables and whole-file rewrites: auto rebuilds, and says why.
+    assert all(r.picked[0] == "full" and "more than 10%" in r.picked[1] for r in rows), log
+    assert all(len(r.auto) == len(r.incremental) == len(r.recompute) == 1 for r in rows)
     text = bench_spark.markdown(results, {k: "x" for k in bench_spark.ENVIRONMENT_KEYS})
     assert "## SF 0.01, mixed" in text and "## SF 0.01, update" in text
+    assert "| 3 | full |" in text and "- SF 0.01 update: **full** for Q3, Q12 (Q3: " in text
