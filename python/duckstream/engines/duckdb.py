@@ -147,13 +147,6 @@ class DuckLakeEngine(Engine):
             " FROM _ivm_snapshots GROUP BY catalog)",
         ]
 
-    def _end_of(self, catalog: str) -> str:
-        k = self._catalogs().index(catalog)
-        return f"(SELECT e FROM _ivm_ends WHERE catalog = {k})"
-
-    def _ends(self) -> list[str]:
-        return [f"end_{k} := {self._end_of(c)}" for k, c in enumerate(self._catalogs())]
-
     def _table_ids(self) -> str:
         """One read of each source catalog's live tables: every source's table id, NULL when
         it does not exist (a scalar subquery per source cost a few ms each)."""
