@@ -170,3 +170,20 @@ def _end(harness: DuckLakeHarness) -> int:
     row = harness.con.execute("SELECT max(snapshot_id) FROM ducklake_snapshots('dl')").fetchone()
     assert row is not None
     return int(row[0])
+
+
+def test_a_table_kept_inline_counts_its_live_rows(lake):
+    """A small table may live in the catalog whole (inlined): its rows still count, so deleting
+    one of its five rows changes a quarter of the four left, not 100% of nothing."""
+    lake.execute("CREATE TABLE dl.main.tiny (k INTEGER, name VARCHAR)")
+    lake.execute("INSERT INTO dl.main.tiny VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd'), (5, 'e')")
+    harness = DuckLakeHarness(lake)
+    view = "SELECT name, count(*) AS n FROM tiny GROUP BY name"
+    plan = harness.compile(view)
+    setup(lake, plan)
+    lake.execute("DELETE FROM dl.main.tiny WHERE k = 2")
+    report = refresh(lake, plan)
+    tiny = report.sources["dl.main.tiny"]
+    assert (tiny.rows, tiny.deleted) == (4, 1)
+    assert "(25.00%)" in report.reason
+    harness.check(plan, view)

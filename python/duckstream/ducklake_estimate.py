@@ -91,6 +91,7 @@ def estimate(con: Connection, plan: IVMPlan) -> dict[str, SourceEstimate] | str:
                 deleted + more[1],
                 scanned + more[2],
             )
+            live_rows += more[3]
         sources[source] = SourceEstimate(source, live_rows, inserted, dropped + deleted, scanned)
     return sources
 
@@ -229,13 +230,14 @@ def _partial_file_count(
 
 def _inlined(
     con: Connection, catalog: str, table_id: int, cursor: int, end: int, touched: set[str]
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, int]:
     """Rows inserted and deleted inline in ``(cursor, end]`` (small changes kept in the
-    catalog until flushed to a data file), and rows of the data files whose deletions were
-    inlined. Live inlined rows are left out of the row counts: inlining holds only small
-    inserts."""
+    catalog until flushed to a data file), rows of the data files whose deletions were
+    inlined, and live inlined rows at ``end`` (a small table may live in the catalog whole).
+    Live inlined rows of sources whose window touched no inlined data are not counted:
+    inlining holds only small inserts."""
     meta = _quote(f"__ducklake_metadata_{catalog}")
-    inserted = deleted = scanned = 0
+    inserted = deleted = scanned = live = 0
     names = _rows(
         con,
         f"SELECT table_name FROM {meta}.ducklake_inlined_data_tables WHERE table_id = ?",
@@ -245,15 +247,19 @@ def _inlined(
         parts = [
             f"SELECT count(*) FILTER (WHERE begin_snapshot > {cursor} AND begin_snapshot <= {end})"
             f" AS i, count(*) FILTER (WHERE end_snapshot > {cursor} AND end_snapshot <= {end})"
-            f" AS d FROM {meta}.{_quote(str(name))}"
+            f" AS d, count(*) FILTER (WHERE begin_snapshot <= {end}"
+            f" AND (end_snapshot IS NULL OR end_snapshot > {end})) AS l"
+            f" FROM {meta}.{_quote(str(name))}"
             for (name,) in names
         ]
-        inserted, deleted = (
+        inserted, deleted, live = (
             int(v or 0)
-            for v in _rows(con, f"SELECT sum(i), sum(d) FROM ({' UNION ALL '.join(parts)})")[0]
+            for v in _rows(
+                con, f"SELECT sum(i), sum(d), sum(l) FROM ({' UNION ALL '.join(parts)})"
+            )[0]
         )
     if "inlined_delete" not in touched:
-        return inserted, deleted, scanned
+        return inserted, deleted, scanned, live
     inlined_deletes = _quote(f"ducklake_inlined_delete_{table_id}")
     try:
         from_files, files_hit = _rows(
@@ -266,4 +272,4 @@ def _inlined(
         )[0]
     except Exception:  # the table exists once a deletion from a data file was inlined
         from_files, files_hit = 0, 0
-    return inserted, deleted + int(from_files), scanned + int(files_hit)
+    return inserted, deleted + int(from_files), scanned + int(files_hit), live
