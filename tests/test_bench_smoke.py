@@ -35,3 +35,38 @@ def test_bench_runs_and_views_equal_recomputation(tmp_path):
     assert "## SF 0.01, append" in text and "## SF 0.01, mixed" in text
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "benchmarks.png").stat().st_size > 0
+
+
+def _row(sf: float, workload: str, query: int, incremental_ms: float, recompute_ms: float):
+    from bench.report import Row
+
+    times = dict(estimate_ms=1.0, auto_ms=incremental_ms, incremental_ms=incremental_ms)
+    times |= dict(full_ms=recompute_ms, recompute_ms=recompute_ms, floor_ms=1.0)
+    cpu = {f"{k}_cpu_ms": 1.0 for k in ("auto", "incremental", "full", "recompute", "floor")}
+    peaks = {f"{k}_peak_mib": 0.0 for k in ("incremental", "full", "recompute")}
+    return Row(sf, workload, query, 1, "incremental", "", **times, **cpu, **peaks,
+               mv_rows_written=0, equal=True)  # fmt: skip
+
+
+def test_scaling_compares_the_same_change_against_sf1_on_both_sides():
+    from bench.report import scaling_pairs, targets
+    from bench.run import Config, plan_workloads
+
+    planned = {(sf, w.key) for sf, w in plan_workloads(Config(sfs=[3, 0.1, 1]))}
+    assert (0.1, "append@sf1") in planned and (3, "append@sf1") in planned
+    assert not any(sf == 1 and "@" in key for sf, key in planned)
+
+    rows = [
+        _row(0.1, "append@sf1", 6, 50, 10),
+        _row(1, "append", 6, 100, 100),
+        _row(3, "append@sf1", 6, 500, 300),
+        _row(3, "append", 6, 120, 300),
+    ]
+    pairs = scaling_pairs(rows)
+    assert list(pairs) == ["append SF 0.1 -> 1", "append SF 1 -> 3"]
+    assert [(s.sf, b.sf) for s, b in pairs["append SF 1 -> 3"]] == [(1, 3)]
+    lines = targets(rows)
+    # 0.1 -> 1 is the target (growth 2x: met); 1 -> 3 is reported, not judged (5x).
+    assert any("Scaling (append SF 0.1 -> 1" in t and ": met" in t for t in lines)
+    assert any("beyond the targets (append SF 1 -> 3" in t and "worst 5.0x" in t for t in lines)
+    assert any(t.startswith("- SF 3 append (beyond the targets)") for t in lines)

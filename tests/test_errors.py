@@ -7,7 +7,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from duckstream import UnsupportedSQLError, ViewSQLError, compile_ivm
+from duckstream import UnsupportedSQLError, ViewSQLError, compile_ivm, ducklake_cursors
 from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import DuckLakeHarness
 
@@ -74,7 +74,7 @@ def _setup_simple(lake):
 
 
 def _cursor(lake):
-    return lake.execute("SELECT last_snapshot FROM dl.main._ivm_cursors").fetchall()
+    return ducklake_cursors.read(lake, "dl", "dl.main.mv")
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,7 @@ def _temp_tables(con) -> list[str]:
 
 def test_expired_cursor_snapshot_requires_rebuild(lake):
     harness, plan = _setup_simple(lake)
-    (cursor,) = _cursor(lake)[0]
+    ((_, cursor),) = _cursor(lake).values()
     lake.execute("INSERT INTO dl.main.t VALUES (9, 'q')")
     lake.execute(f"CALL ducklake_expire_snapshots('dl', versions => [{cursor}])")
     with pytest.raises(duckdb.Error, match="rebuild required: cursor snapshot"):

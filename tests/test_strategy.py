@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from duckstream import ducklake_cursors
 from duckstream.runtime import refresh as runtime_refresh
 from duckstream.runtime import setup
 from duckstream.strategy import Policy, RefreshReport, choose, refresh
@@ -159,11 +160,9 @@ def test_auto_rebuilds_when_incremental_is_impossible(view, change):
 
 
 def _cursor(harness: DuckLakeHarness) -> int:
-    row = harness.con.execute(
-        "SELECT min(last_snapshot) FROM dl.main._ivm_cursors WHERE mv_name = 'mv'"
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    cursors = ducklake_cursors.read(harness.con, "dl", "dl.main.mv")
+    assert cursors is not None
+    return min(snapshot for _, snapshot in cursors.values())
 
 
 def _end(harness: DuckLakeHarness) -> int:

@@ -7,10 +7,12 @@ snapshot expired, a source dropped, recreated or altered).
 
 Everything comes from the catalog's metadata tables (``__ducklake_metadata_<catalog>``:
 snapshots and their changes, data files, delete files), which are plain tables and cheap to
-read, joined with the view's cursors in **one query**: every DuckLake statement costs catalog
-round trips, and ``auto`` pays for this estimate on every refresh. Only rarer layouts cost more
-queries: inlined rows (small inserts kept inside the catalog) and "partial" delete files
-(deletions of several snapshots in one file, counted by their snapshot column).
+read, joined with the view's cursors (kept in the same metadata, by the snapshot its last
+refresh committed: :mod:`duckstream.ducklake_cursors`) in **one query**: every DuckLake
+statement costs catalog round trips, and ``auto`` pays for this estimate on every refresh.
+Only rarer layouts cost more queries: inlined rows (small inserts kept inside the catalog)
+and "partial" delete files (deletions of several snapshots in one file, counted by their
+snapshot column).
 
 >>> _table_kinds("inserted_into_table:1,inlined_insert:12,created_table:\\"main\\".\\"t\\"", 12)
 ['inlined_insert']
@@ -20,11 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from duckstream import ducklake_cursors
 from duckstream.cost import SourceEstimate
 from duckstream.plan import IVMPlan
 from duckstream.runtime import Connection
 
-NO_CURSORS = "no cursors table"
+NO_CURSORS = "no cursors recorded (the view was never built)"
 
 
 def _quote(name: str) -> str:
@@ -53,14 +56,11 @@ def _table_kinds(changes_made: str, table_id: int) -> list[str]:
 def estimate(con: Connection, plan: IVMPlan) -> dict[str, SourceEstimate] | str:
     """Per source of ``plan``, what its window holds; or why it must be rebuilt."""
     catalogs = sorted(set(plan.base_tables.values()))
-    try:
-        found = _rows(con, _window_query(plan, catalogs))
-    except Exception as error:
-        if plan.cursors_table.rsplit(".", 1)[-1] in str(error):  # never set up
-            return f"{NO_CURSORS} ({type(error).__name__})"
-        raise
+    found = _rows(con, _window_query(plan, catalogs))
     expected = len(plan.base_tables)
     names = [row[0] for row in found]
+    if expected and not names:
+        return NO_CURSORS
     if len(set(names)) != len(names) or (expected and len(names) < expected):
         return "the view has no cursor for every source"
     sources: dict[str, SourceEstimate] = {}
@@ -102,11 +102,9 @@ def _window_query(plan: IVMPlan, catalogs: list[str]) -> str:
     the row counts (live, inserted in new data files, in data files dropped whole, deleted by
     delete files, rows of the files those deletions hit, whether a partial delete file needs
     an exact count)."""
-    mv_name = plan.mv_table.rsplit(".", 1)[-1]
-    ctes = [
-        "_c AS MATERIALIZED (SELECT source_table, table_id, last_snapshot"
-        f" FROM {plan.cursors_table} WHERE mv_name = {_lit(mv_name)})"
-    ]
+    mv_meta = _quote(f"__ducklake_metadata_{plan.mv_table.split('.', 1)[0]}")
+    recorded = ducklake_cursors.latest(f"{mv_meta}.ducklake_snapshot_changes", plan.mv_table)
+    ctes = [f"_c AS MATERIALIZED ({recorded})"]
     selects = []
     for k, catalog in enumerate(catalogs):
         meta = _quote(f"__ducklake_metadata_{catalog}")

@@ -16,7 +16,7 @@ import time
 from typing import Literal
 
 from duckstream.cost import Policy, RefreshReport, SourceEstimate, decide
-from duckstream.ducklake_estimate import NO_CURSORS, estimate
+from duckstream.ducklake_estimate import estimate
 from duckstream.plan import IVMPlan
 from duckstream.runtime import Connection, run_statements
 
@@ -71,9 +71,6 @@ def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
         if shared:
             con.execute("ROLLBACK")
         raise
-    if shared and report.reason.startswith(NO_CURSORS):  # the failed read ended the transaction
-        con.execute("ROLLBACK")
-        shared = False
     chosen = plan.maintain if report.strategy == "incremental" else plan.initialize_cursors
     try:
         run_statements(con, chosen[1:] if shared else chosen)

@@ -27,7 +27,7 @@ from dbt.adapters.duckstream.ivm import (  # noqa: E402
     read_state,
 )
 from dbt.adapters.duckstream.locate import locate  # noqa: E402
-from duckstream import UnsupportedSQLError  # noqa: E402
+from duckstream import UnsupportedSQLError, ducklake_cursors  # noqa: E402
 
 TOTALS = (
     "SELECT customer, count(*) AS n, sum(amount) AS total FROM dl.main.orders GROUP BY customer"
@@ -126,7 +126,7 @@ def test_recreated_source_and_expired_cursor_rebuild(shop) -> None:
     shop.execute("CREATE OR REPLACE TABLE dl.main.orders AS SELECT * FROM dl.main.orders")
     outcome = materialize(shop, request())
     assert outcome.reason == "source dl.main.orders was altered or recreated"
-    cursor = shop.execute("SELECT last_snapshot FROM dl.main._ivm_cursors__totals").fetchone()[0]
+    ((_, cursor),) = ducklake_cursors.read(shop, "dl", "dl.main.totals").values()
     shop.execute("INSERT INTO dl.main.orders VALUES (9, 'dee', 4)")
     shop.execute(f"CALL ducklake_expire_snapshots('dl', versions => [{cursor}])")
     outcome = materialize(shop, request())

@@ -10,13 +10,15 @@ Every DuckLake statement costs catalog round trips (a table scan, a table functi
 milliseconds each before any row is read), so a refresh is shaped to issue few of them: the
 window (end snapshots, cursors, "changed" flags) is one STRUCT variable set by one statement,
 each source's window is read from the change feed once (``prepare_changes``), and the cursors
-advance in one UPDATE.
+travel in the refresh's own commit (:mod:`duckstream.ducklake_cursors`): read with the snapshot
+list the window statement reads anyway, written by the commit that changes the view.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
+from duckstream import ducklake_cursors
 from duckstream.engines.base import MULT, Engine, Source, Version
 
 # Change kinds of DuckLake's snapshot log (``ducklake_snapshots().changes``) that only add
@@ -117,6 +119,7 @@ class DuckLakeEngine(Engine):
 
     # -- statements ------------------------------------------------------------------------
     def create_cursors_table(self) -> str:
+        """The append-only cursors log (see :mod:`duckstream.ducklake_cursors`)."""
         return (
             f"CREATE TABLE IF NOT EXISTS {self.tgt.cursors_fqn} ("
             "mv_name VARCHAR, source_table VARCHAR, table_id BIGINT, last_snapshot BIGINT)"
@@ -136,9 +139,11 @@ class DuckLakeEngine(Engine):
 
     def _snapshots_ctes(self) -> list[str]:
         """One read of each catalog's snapshot list (``ducklake_snapshots`` costs a catalog
-        round trip per call) and each catalog's end snapshot: what this refresh sees."""
+        round trip per call; the view's catalog's list also holds its cursors) and each
+        catalog's end snapshot: what this refresh sees."""
         reads = " UNION ALL ".join(
-            f"SELECT {k} AS catalog, snapshot_id, changes FROM ducklake_snapshots({_lit(c)})"
+            f"SELECT {k} AS catalog, snapshot_id, changes, author, commit_message,"
+            f" commit_extra_info FROM ducklake_snapshots({_lit(c)})"
             for k, c in enumerate(self._catalogs())
         )
         return [
@@ -209,19 +214,30 @@ class DuckLakeEngine(Engine):
         return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
 
     def record_cursors(self) -> list[str]:
-        mv = _lit(self.tgt.name)
-        statements = [f"DELETE FROM {self.tgt.cursors_fqn} WHERE mv_name = {mv}"]
-        rows = ", ".join(
-            f"({mv}, {_lit(s.fqn)}, {self._window_value(f'table_id_{s.index}').sql('duckdb')},"
-            f" {self._end(s.catalog).sql('duckdb')})"
-            for s in self.sources
-        )
-        if rows:  # one INSERT: each DuckLake statement costs a round trip
-            statements.append(
-                f"INSERT INTO {self.tgt.cursors_fqn} (mv_name, source_table, table_id,"
-                f" last_snapshot) VALUES {rows}"
+        return self._write_cursors(guard=None)
+
+    def _write_cursors(self, guard: exp.Expr | None) -> list[str]:
+        """This view's cursors (the pinned ends) into the commit's extra info, and their rows
+        appended to the cursors log, which makes sure the commit makes a snapshot (DuckLake
+        makes none when nothing changed). One INSERT: each statement costs a round trip."""
+        if not self.sources:
+            return []
+        cursors = [
+            (
+                s.fqn,
+                self._window_value(f"table_id_{s.index}").sql("duckdb"),
+                self._end(s.catalog).sql("duckdb"),
             )
-        return statements
+            for s in self.sources
+        ]
+        mv = _lit(self.tgt.name)
+        rows = ", ".join(f"({mv}, {_lit(fqn)}, {tid}, {snap})" for fqn, tid, snap in cursors)
+        where = f" WHERE {guard.sql('duckdb')}" if guard is not None else ""
+        return [
+            ducklake_cursors.record(self.tgt.catalog, self.tgt.fqn, cursors),
+            f"INSERT INTO {self.tgt.cursors_fqn} (mv_name, source_table, table_id,"
+            f" last_snapshot) SELECT * FROM (VALUES {rows}){where}",
+        ]
 
     def pin_window(self) -> list[str]:
         """One statement: read the snapshot lists and this view's cursors once, check the
@@ -236,14 +252,18 @@ class DuckLakeEngine(Engine):
         in_window = "w.snapshot_id > c.last_snapshot AND w.snapshot_id <= e.e"
         ctes = self._snapshots_ctes()
         if self.sources:
+            recorded = ducklake_cursors.latest(
+                "(SELECT * FROM _ivm_snapshots"
+                f" WHERE catalog = {self._catalogs().index(self.tgt.catalog)})",
+                self.tgt.fqn,
+            )
             ctes.append(
-                "_ivm_cursors AS MATERIALIZED (SELECT source_table, table_id, last_snapshot"
-                f" FROM {self.tgt.cursors_fqn} WHERE mv_name = {_lit(self.tgt.name)}"
-                f" AND source_table IN ({names}))"
+                f"_ivm_cursors AS MATERIALIZED (SELECT * FROM ({recorded})"
+                f" WHERE source_table IN ({names}))"
             )
             ctes.append(
                 "_ivm_window AS MATERIALIZED (SELECT s.source, s.source_table,"
-                " any_value(c.last_snapshot) AS cursor_snapshot,"
+                " any_value(c.last_snapshot) AS cursor_snapshot, any_value(c.table_id) AS tid,"
                 " bool_or(w.snapshot_id = c.last_snapshot) AS cursor_exists,"
                 f" bool_or({in_window} AND (list_contains(coalesce("
                 f"w.changes['tables_altered'], []), {table_id}) OR list_contains(coalesce("
@@ -271,12 +291,14 @@ class DuckLakeEngine(Engine):
         for s in self.sources:
             fields += [
                 f"cursor_{s.index} := cursor_{s.index}",
+                f"table_id_{s.index} := table_id_{s.index}",
                 f"changed_{s.index} := changed_{s.index}",
                 f"inserts_{s.index} := inserts_{s.index}",
                 f"deletes_{s.index} := deletes_{s.index}",
             ]
             per_source += [
                 f"max(cursor_snapshot) FILTER (WHERE source = {s.index}) AS cursor_{s.index}",
+                f"max(tid) FILTER (WHERE source = {s.index}) AS table_id_{s.index}",
                 *(
                     f"coalesce(bool_or({flag}) FILTER (WHERE source = {s.index}), false)"
                     f" AS {flag}_{s.index}"
@@ -315,19 +337,9 @@ class DuckLakeEngine(Engine):
         )
 
     def advance_cursors(self) -> list[str]:
-        """One UPDATE for all sources (each DuckLake statement has a fixed cost)."""
-        mv = _lit(self.tgt.name)
-        if not self.sources:
-            return []
-        ends = " ".join(
-            f"WHEN {_lit(s.fqn)} THEN {self._end(s.catalog).sql('duckdb')}" for s in self.sources
-        )
-        names = ", ".join(_lit(s.fqn) for s in self.sources)
-        return [
-            f"UPDATE {self.tgt.cursors_fqn} SET last_snapshot = CASE source_table {ends} END"
-            f" WHERE mv_name = {mv} AND source_table IN ({names})"
-            f" AND {self.any_changed().sql('duckdb')}"
-        ]
+        """Like :meth:`record_cursors`, when any source changed (else nothing is written, no
+        snapshot is made, and the cursors stay where they are)."""
+        return self._write_cursors(guard=self.any_changed())
 
     def create_temp(self, name: str, query: exp.Expr) -> str:
         self.temps.append(name)

@@ -15,11 +15,12 @@ transaction, and returns an :class:`Outcome` that says what happened and why:
 
 A rebuild keeps the table (``DELETE`` and refill, same DuckLake table id, so models reading it
 keep maintaining incrementally) when the table's layout is unchanged, and replaces it
-otherwise. Each model keeps two small tables beside it: ``_ivm_cursors__<model>`` (the
-compiler's cursors) and ``_ivm_state__<model>`` (the hash of the plan it was built with, the
-model SQL and its visible columns, read by the ``ivm_equivalent`` test). They are per model
-because DuckLake refuses concurrent commits that modify one table, and dbt runs models in
-parallel threads.
+otherwise. The cursors travel in the commits that build or refresh the table
+(:mod:`duckstream.ducklake_cursors`); each model keeps two small tables beside it:
+``_ivm_cursors__<model>`` (an append-only log of its cursors, never read by duckstream) and
+``_ivm_state__<model>`` (the hash of the plan it was built with, the model SQL and its visible
+columns, read by the ``ivm_equivalent`` test). They are per model because DuckLake refuses
+concurrent commits that modify one table, and dbt runs models in parallel threads.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from dbt.adapters.duckstream.expand import (
     table_columns,
 )
 from dbt.adapters.duckstream.locate import locate
+from duckstream import ducklake_cursors
 from duckstream.compiler import compile_ivm
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.model_configs import config_problem
@@ -194,7 +196,7 @@ class Found:
 
     table: bool
     state: State | None
-    cursors: dict[str, tuple[int, int]] | None  # source -> (table id, snapshot); None: no table
+    cursors: dict[str, tuple[int, int]] | None  # source -> (table id, snapshot); None: none
     views: dict[ViewKey, str]
     snapshot: int  # the catalog's latest snapshot
     sources_unchanged: bool
@@ -202,11 +204,9 @@ class Found:
 
 def _look(con: Connection, request: ModelRequest) -> Found:
     _require_ducklake(con, request)
-    names = _existing(con, request, [request.identifier, request.cursors_name, request.state_name])
+    names = _existing(con, request, [request.identifier, request.state_name])
     state = _read_state(con, request) if request.state_name in names else None
-    cursors = None
-    if request.cursors_name in names:
-        cursors = _cursors(con, _fqn(request.database, request.schema, request.cursors_name))
+    cursors = _cursors(con, request)
     return Found(
         table=request.identifier in names,
         state=state,
@@ -247,7 +247,7 @@ def _rebuild_reason(
         _check_schema_change(request, state, plan)
         return _why_changed(request, state, view_sql), not _same_layout(con, request, plan)
     if found.cursors is None:
-        return "cursors table missing", False
+        return "no cursors recorded", False
     return None
 
 
@@ -442,7 +442,7 @@ def _maintain(
             raise
         return rebuild(text.split(REBUILD_REQUIRED, 1)[1].splitlines()[0].strip().rstrip("."))
     with _reading(con):
-        after = _cursors(con, _fqn(request.database, request.schema, request.cursors_name))
+        after = _cursors(con, request) or before
         if after == before:
             return Outcome(action="up to date", sources=len(before))
         inserted, deleted = _changes(con, request, snapshot)
@@ -487,9 +487,10 @@ def _mentions(changes: dict[str, list[Any]] | None, table_id: int) -> bool:
     return any(str(v) == wanted for values in (changes or {}).values() for v in values or [])
 
 
-def _cursors(con: Connection, table: str) -> dict[str, tuple[int, int]]:
-    rows = con.execute(f"SELECT source_table, table_id, last_snapshot FROM {table}").fetchall()
-    return {source: (int(table_id), int(snapshot)) for source, table_id, snapshot in rows}
+def _cursors(con: Connection, request: ModelRequest) -> dict[str, tuple[int, int]] | None:
+    """The model's cursors, from the snapshot its last build or refresh committed."""
+    view = f"{request.database}.{request.schema}.{request.identifier}"
+    return ducklake_cursors.read(con, request.database, view)
 
 
 def _changes(con: Connection, request: ModelRequest, since: int) -> tuple[int, int]:

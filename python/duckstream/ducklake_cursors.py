@@ -1,0 +1,79 @@
+"""Where a DuckLake view's cursors live: in the snapshot its last refresh committed.
+
+A refresh (or a build) of a view sets its commit's author to ``duckstream``, its message to
+``cursors of <catalog.schema.view>`` and its extra info to the new cursors as JSON, so the
+cursors are written by the very commit that changes the view: atomic with it by construction.
+Reading them is a query over the catalog's snapshot list, which DuckLake keeps in its metadata
+database: no table scan. A cursors *table* cost every refresh one more DuckLake table read and
+an UPDATE (~10-15 ms each, and a cold read loads a catalog version, ~20 ms).
+
+DuckLake only makes a snapshot when something changed, so each refresh that advances the
+cursors also appends their rows to the view's cursors table: an append-only log that
+duckstream never reads (an INSERT needs no read), which guarantees the commit and lets people
+see the history (``SELECT * FROM _ivm_cursors``; old rows may be deleted at will).
+
+>>> message("lake.main.revenue")
+'cursors of lake.main.revenue'
+>>> record("lake", "lake.main.v", [("lake.main.t", "3", "17")])[:80]
+"CALL ducklake_set_commit_message('lake', 'duckstream', 'cursors of lake.main.v',"
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+AUTHOR = "duckstream"
+SHAPE = '{"cursors": [{"source": "VARCHAR", "table_id": "BIGINT", "snapshot": "BIGINT"}]}'
+
+
+class Connection(Protocol):
+    def execute(self, query: str, /, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def _lit(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def message(view: str) -> str:
+    """The commit message that marks a commit holding ``view``'s cursors."""
+    return f"cursors of {view}"
+
+
+def record(catalog: str, view: str, cursors: list[tuple[str, str, str]]) -> str:
+    """A statement, inside the refresh's transaction, making its commit carry the cursors
+    ``(source, table id SQL, snapshot SQL)`` of ``view`` (a catalog of DuckLake ``catalog``).
+    """
+    items = ", ".join(
+        f"struct_pack(source := {_lit(source)}, table_id := CAST({table_id} AS BIGINT),"
+        f" snapshot := CAST({snapshot} AS BIGINT))"
+        for source, table_id, snapshot in cursors
+    )
+    info = f"to_json(struct_pack(cursors := [{items}]))::VARCHAR"
+    return (
+        f"CALL ducklake_set_commit_message({_lit(catalog)}, {_lit(AUTHOR)},"
+        f" {_lit(message(view))}, extra_info => {info})"
+    )
+
+
+def latest(snapshots: str, view: str) -> str:
+    """A query of ``view``'s cursors, ``(source_table, table_id, last_snapshot)``, from the
+    newest commit that recorded them; no rows when none did. ``snapshots`` is a relation with
+    DuckLake's snapshot columns (``snapshot_id``, ``author``, ``commit_message``,
+    ``commit_extra_info``), e.g. the metadata table ``ducklake_snapshot_changes``."""
+    newest = (
+        f"SELECT arg_max(commit_extra_info, snapshot_id) AS info FROM {snapshots}"
+        f" WHERE author = {_lit(AUTHOR)} AND commit_message = {_lit(message(view))}"
+    )
+    return (
+        "SELECT c.source AS source_table, c.table_id, c.snapshot AS last_snapshot FROM"
+        f" (SELECT unnest(from_json(info, {_lit(SHAPE)}).cursors) AS c FROM ({newest}))"
+    )
+
+
+def read(con: Connection, catalog: str, view: str) -> dict[str, tuple[int, int]] | None:
+    """``view``'s cursors, source -> (table id, snapshot); ``None`` when none were recorded."""
+    meta = '"' + f"__ducklake_metadata_{catalog}".replace('"', '""') + '"'
+    rows = con.execute(latest(f"{meta}.ducklake_snapshot_changes", view)).fetchall()
+    if not rows:
+        return None
+    return {source: (int(table_id), int(snapshot)) for source, table_id, snapshot in rows}
