@@ -8,6 +8,7 @@ import duckdb
 import pytest
 
 from duckstream import UnsupportedSQLError, ViewSQLError, compile_ivm, ducklake_cursors
+from duckstream.errors import RebuildRequired
 from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import DuckLakeHarness
 
@@ -88,7 +89,7 @@ def test_altered_or_recreated_source_requires_rebuild(lake, ddl):
     harness, plan = _setup_simple(lake)
     before, rows = _cursor(lake), harness.rows(plan.query_mv)
     lake.execute(ddl)
-    with pytest.raises(duckdb.Error, match="rebuild required"):
+    with pytest.raises(RebuildRequired, match="rebuild required"):
         refresh(lake, plan, strategy="incremental")
     assert _cursor(lake) == before
     assert harness.rows(plan.query_mv) == rows
@@ -123,7 +124,7 @@ def test_expired_cursor_snapshot_requires_rebuild(lake):
     ((_, cursor),) = _cursor(lake).values()
     lake.execute("INSERT INTO dl.main.t VALUES (9, 'q')")
     lake.execute(f"CALL ducklake_expire_snapshots('dl', versions => [{cursor}])")
-    with pytest.raises(duckdb.Error, match="rebuild required: cursor snapshot"):
+    with pytest.raises(RebuildRequired, match="rebuild required: cursor snapshot"):
         refresh(lake, plan, strategy="incremental")
     setup(lake, plan)  # the rebuild: initialize again from the current snapshot
     harness.check(plan, "SELECT a, count(*) AS n FROM t GROUP BY a")

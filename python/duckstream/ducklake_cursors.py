@@ -20,6 +20,7 @@ see the history (``SELECT * FROM _ivm_cursors``; old rows may be deleted at will
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
 AUTHOR = "duckstream"
@@ -68,6 +69,21 @@ def latest(snapshots: str, view: str) -> str:
         "SELECT c.source AS source_table, c.table_id, c.snapshot AS last_snapshot FROM"
         f" (SELECT unnest(from_json(info, {_lit(SHAPE)}).cursors) AS c FROM ({newest}))"
     )
+
+
+def newest(snapshots: list[tuple], view: str) -> list[tuple[str, int, int]]:
+    """``view``'s cursors ``(source, table id, snapshot)`` from snapshot rows ``(author,
+    commit_message, commit_extra_info, snapshot_id)``: those of the newest that recorded them.
+
+    >>> info = '{"cursors": [{"source": "l.m.t", "table_id": 5, "snapshot": 1}]}'
+    >>> newest([("duckstream", "cursors of l.m.v", info, 2), (None, None, None, 3)], "l.m.v")
+    [('l.m.t', 5, 1)]
+    """
+    marked = [r for r in snapshots if r[0] == AUTHOR and r[1] == message(view)]
+    if not marked:
+        return []
+    info = json.loads(max(marked, key=lambda r: r[3])[2])
+    return [(c["source"], int(c["table_id"]), int(c["snapshot"])) for c in info["cursors"]]
 
 
 def read(con: Connection, catalog: str, view: str) -> dict[str, tuple[int, int]] | None:

@@ -5,29 +5,25 @@ live rows, rows inserted and deleted since its cursor, rows of the data files ho
 deletions -- or the reason incremental maintenance is impossible (no cursors, a cursor
 snapshot expired, a source dropped, recreated or altered).
 
-Everything comes from the catalog's metadata tables (``__ducklake_metadata_<catalog>``:
-snapshots and their changes, data files, delete files), which are plain tables and cheap to
-read, joined with the view's cursors (kept in the same metadata, by the snapshot its last
-refresh committed: :mod:`duckstream.ducklake_cursors`) in **one query**: every DuckLake
-statement costs catalog round trips, and ``auto`` pays for this estimate on every refresh.
-Only rarer layouts cost more queries: inlined rows (small inserts kept inside the catalog)
-and "partial" delete files (deletions of several snapshots in one file, counted by their
-snapshot column).
-
->>> _table_kinds("inserted_into_table:1,inlined_insert:12,created_table:\\"main\\".\\"t\\"", 12)
-['inlined_insert']
+The window itself (cursors, end snapshots, which kinds of change each source saw, and the
+checks that make a rebuild necessary) is the refresh's own: :mod:`duckstream.ducklake_window`
+reads it once and ``auto`` estimates from it. The row counts come from the catalog's file
+lists (``__ducklake_metadata_<catalog>``: data files, delete files), plain tables cheap to
+read, in **one plain query** with the window's bounds as literals: ``auto`` pays for this
+estimate on every refresh, and DuckDB plans a simple query fast. Only rarer layouts cost more
+queries: inlined rows (small inserts kept inside the catalog) and "partial" delete files
+(deletions of several snapshots in one file, counted by their snapshot column).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from duckstream import ducklake_cursors
+from duckstream import ducklake_window
 from duckstream.cost import SourceEstimate
+from duckstream.errors import RebuildRequired
 from duckstream.plan import IVMPlan
 from duckstream.runtime import Connection
-
-NO_CURSORS = "no cursors recorded (the view was never built)"
 
 
 def _quote(name: str) -> str:
@@ -42,50 +38,38 @@ def _rows(con: Connection, sql: str, params: list[Any] | None = None) -> list[tu
     return con.execute(sql, params or []).fetchall()
 
 
-def _table_kinds(changes_made: str, table_id: int) -> list[str]:
-    """The kinds of change (``inserted_into_table``, ``deleted_from_table``, ...) a snapshot's
-    ``changes_made`` lists for ``table_id``."""
-    kinds = set()
-    for item in changes_made.split(","):
-        kind, _, target = item.partition(":")
-        if target == str(table_id):
-            kinds.add(kind)
-    return sorted(kinds)
+def estimate(
+    con: Connection, plan: IVMPlan, window: ducklake_window.Window | None = None
+) -> dict[str, SourceEstimate] | str:
+    """Per source of ``plan``, what its window holds; or why it must be rebuilt.
 
-
-def estimate(con: Connection, plan: IVMPlan) -> dict[str, SourceEstimate] | str:
-    """Per source of ``plan``, what its window holds; or why it must be rebuilt."""
-    catalogs = sorted(set(plan.base_tables.values()))
-    found = _rows(con, _window_query(plan, catalogs))
-    expected = len(plan.base_tables)
-    names = [row[0] for row in found]
-    if expected and not names:
-        return NO_CURSORS
-    if len(set(names)) != len(names) or (expected and len(names) < expected):
-        return "the view has no cursor for every source"
+    ``window``: the refresh's pinned window (:mod:`duckstream.ducklake_window`), which has
+    checked the cursors already; read here when not given."""
+    if window is None:
+        try:
+            window = ducklake_window.read(con, ducklake_window.statement_of(plan.maintain))
+        except RebuildRequired as error:
+            return error.reason
     sources: dict[str, SourceEstimate] = {}
-    for row in found:
-        (source, table_id, cursor, end, cursor_exists, live_schema, live_name, changes) = row[:8]
-        live_rows, inserted, dropped, deleted, scanned, partial = (int(v or 0) for v in row[8:])
-        catalog, schema, name = source.split(".", 2)
-        if not cursor_exists:
-            return f"cursor snapshot {cursor} of {source} was expired"
-        if (live_schema, live_name) != (schema, name):
-            return f"source {source} was dropped or recreated"
-        touched = set(_table_kinds(changes or "", int(table_id)))
-        if touched & {"altered_table", "dropped_table"}:
-            return f"source {source} was altered"
+    if not window.sources:
+        return sources
+    counts = {row[0]: row[1:] for row in _rows(con, _counts_query(window))}
+    for source, (table_id, cursor, end) in window.sources.items():
+        live_rows, inserted, dropped, deleted, scanned, partial = (
+            int(v or 0) for v in counts.get(source, (0,) * 6)
+        )
+        touched = window.kinds[source]
         if not touched:
             sources[source] = SourceEstimate(source, live_rows)
             continue
-        if "deleted_from_table" not in touched:
+        catalog, schema, name = source.split(".", 2)
+        if "tables_deleted_from" not in touched:
             deleted = scanned = 0
         elif partial:  # a delete file shared with snapshots before the cursor: count exactly
-            deleted, scanned = _partial_deletions(
-                con, (catalog, schema, name), int(table_id), int(cursor), int(end)
-            )
+            where = (catalog, schema, name)
+            deleted, scanned = _partial_deletions(con, where, table_id, cursor, end)
         if touched & {"inlined_insert", "inlined_delete"}:
-            more = _inlined(con, catalog, int(table_id), int(cursor), int(end), touched)
+            more = _inlined(con, catalog, table_id, cursor, end, touched)
             inserted, deleted, scanned = (
                 inserted + more[0],
                 deleted + more[1],
@@ -96,23 +80,22 @@ def estimate(con: Connection, plan: IVMPlan) -> dict[str, SourceEstimate] | str:
     return sources
 
 
-def _window_query(plan: IVMPlan, catalogs: list[str]) -> str:
-    """One row per cursor of the view: the cursor, the catalog's newest snapshot, whether the
-    cursor's snapshot still exists, the table's live name, the window's ``changes_made``, and
-    the row counts (live, inserted in new data files, in data files dropped whole, deleted by
-    delete files, rows of the files those deletions hit, whether a partial delete file needs
-    an exact count)."""
-    mv_meta = _quote(f"__ducklake_metadata_{plan.mv_table.split('.', 1)[0]}")
-    recorded = ducklake_cursors.latest(f"{mv_meta}.ducklake_snapshot_changes", plan.mv_table)
-    ctes = [f"_c AS MATERIALIZED ({recorded})"]
-    selects = []
-    for k, catalog in enumerate(catalogs):
+def _counts_query(window: ducklake_window.Window) -> str:
+    """One row per source: its row counts (live, inserted in new data files, in data files
+    dropped whole, deleted by delete files, rows of the files those deletions hit, whether a
+    partial delete file needs an exact count), from the catalog's file lists."""
+    by_catalog: dict[str, list[str]] = {}
+    for source, (table_id, cursor, end) in window.sources.items():
+        by_catalog.setdefault(source.split(".", 1)[0], []).append(
+            f"({_lit(source)}, {table_id}, {cursor}, {end})"
+        )
+    ctes, selects = [], []
+    for k, (catalog, values) in enumerate(sorted(by_catalog.items())):
         meta = _quote(f"__ducklake_metadata_{catalog}")
         w, e, c = f"_w{k}", f"_e{k}", f"_d{k}"
         ctes += [
-            f"{w} AS MATERIALIZED (SELECT c.source_table, c.table_id, c.last_snapshot AS cur,"
-            f" (SELECT max(snapshot_id) FROM {meta}.ducklake_snapshot) AS fin FROM _c AS c"
-            f" WHERE split_part(c.source_table, '.', 1) = {_lit(catalog)})",
+            f"{w} AS (SELECT * FROM (VALUES {', '.join(values)})"
+            " AS w(source_table, table_id, cur, fin))",
             # delete files valid at the end of the window, and at its start
             f"{e} AS (SELECT d.* FROM {meta}.ducklake_delete_file AS d JOIN {w} AS w"
             " USING (table_id) WHERE d.begin_snapshot <= w.fin"
@@ -122,21 +105,10 @@ def _window_query(plan: IVMPlan, catalogs: list[str]) -> str:
             " AND (d.end_snapshot IS NULL OR d.end_snapshot > w.cur))",
         ]
         selects.append(
-            "SELECT w.source_table, w.table_id, w.cur, w.fin, s.snapshot_id IS NOT NULL,"
-            " live.schema_name, live.table_name, changes.made,"
+            "SELECT w.source_table,"
             " coalesce(files.live, 0) - coalesce(dead.deleted, 0), files.inserted, files.dropped,"
             " dels.deleted, dels.scanned, dels.partial"
             f" FROM {w} AS w"
-            f" LEFT JOIN {meta}.ducklake_snapshot AS s ON s.snapshot_id = w.cur"
-            f" LEFT JOIN (SELECT t.table_id, sc.schema_name, t.table_name"
-            f"   FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS sc"
-            "   ON t.schema_id = sc.schema_id"
-            "   WHERE t.end_snapshot IS NULL AND sc.end_snapshot IS NULL) AS live"
-            " ON live.table_id = w.table_id"
-            " LEFT JOIN (SELECT w.table_id, string_agg(x.changes_made, ',') AS made"
-            f"   FROM {w} AS w JOIN {meta}.ducklake_snapshot_changes AS x"
-            "   ON x.snapshot_id > w.cur AND x.snapshot_id <= w.fin"
-            "   GROUP BY w.table_id) AS changes ON changes.table_id = w.table_id"
             " LEFT JOIN (SELECT f.table_id,"
             "   sum(f.record_count) FILTER (WHERE f.end_snapshot IS NULL) AS live,"
             "   sum(f.record_count) FILTER (WHERE f.begin_snapshot > w.cur"
@@ -227,7 +199,7 @@ def _partial_file_count(
 
 
 def _inlined(
-    con: Connection, catalog: str, table_id: int, cursor: int, end: int, touched: set[str]
+    con: Connection, catalog: str, table_id: int, cursor: int, end: int, touched: frozenset[str]
 ) -> tuple[int, int, int, int]:
     """Rows inserted and deleted inline in ``(cursor, end]`` (small changes kept in the
     catalog until flushed to a data file), rows of the data files whose deletions were

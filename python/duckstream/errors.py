@@ -23,3 +23,15 @@ class UnsupportedSQLError(DuckstreamError):
 
 class ViewSQLError(DuckstreamError):
     """The view SQL cannot be parsed or is not a single SELECT."""
+
+
+class RebuildRequired(DuckstreamError):
+    """The view cannot be refreshed incrementally (no cursors, a cursor snapshot expired, a
+    source altered or recreated...): rebuild it (``initialize_cursors``). The message starts
+    with ``duckstream: rebuild required: ``, the reason follows."""
+
+    PREFIX = "duckstream: rebuild required: "
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason.removeprefix(self.PREFIX)
+        super().__init__(self.PREFIX + self.reason)

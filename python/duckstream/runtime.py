@@ -1,8 +1,10 @@
 """Run a plan's statements on a DuckDB connection: setup once, then refresh.
 
-The statement lists are plain SQL a user can run by hand; these helpers add what a program
-wants around them: a rollback when a statement fails, so the connection is usable again and
-the table and cursors are exactly as before.
+The statement lists are plain SQL a user can run by hand, except one: ``maintain``'s window
+statement (``-- duckstream: pin window``) is a read whose rows the runner checks and turns
+into the window variable (:mod:`duckstream.ducklake_window` says how). These helpers also add
+what a program wants around them: a rollback when a statement fails, so the connection is
+usable again and the table and cursors are exactly as before.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
+from duckstream import ducklake_window
 from duckstream.plan import IVMPlan
 
 if TYPE_CHECKING:
@@ -24,7 +27,10 @@ def run_statements(con: Connection, statements: list[str]) -> None:
     """Run ``statements`` in order; on failure roll back an open transaction and re-raise."""
     try:
         for statement in statements:
-            con.execute(statement)
+            if statement.startswith(ducklake_window.DIRECTIVE):
+                ducklake_window.read(con, statement, pin=True)
+            else:
+                con.execute(statement)
     except Exception:
         with contextlib.suppress(Exception):  # no transaction was open
             con.execute("ROLLBACK")

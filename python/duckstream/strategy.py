@@ -1,8 +1,9 @@
 """Choose, per refresh, between incremental maintenance and a full rebuild, and say why.
 
-``refresh(con, plan, strategy="auto")`` first *estimates* the window's changes from DuckLake's
-catalog alone (:mod:`duckstream.ducklake_estimate`: one query over the catalog's metadata and
-the view's cursors, no changed row read), weighs the two paths with the cost model of
+``refresh(con, plan, strategy="auto")`` first pins the refresh's window as ``maintain`` does
+(:mod:`duckstream.ducklake_window`), *estimates* its changes from DuckLake's catalog alone
+(:mod:`duckstream.ducklake_estimate`: one query over the catalog's file lists, no changed
+row read), weighs the two paths with the cost model of
 :mod:`duckstream.cost`, then runs either ``plan.maintain`` (apply the change feed) or
 ``plan.initialize_cursors`` (pin a snapshot, rebuild the table, record the cursors: atomic,
 like ``maintain``). It returns a :class:`RefreshReport`: what was done and why. Auto also
@@ -12,11 +13,14 @@ snapshot that was expired, a source recreated or altered.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Literal
 
+from duckstream import ducklake_window
 from duckstream.cost import Policy, RefreshReport, SourceEstimate, decide
 from duckstream.ducklake_estimate import estimate
+from duckstream.errors import RebuildRequired
 from duckstream.plan import IVMPlan
 from duckstream.runtime import Connection, run_statements
 
@@ -24,8 +28,6 @@ __all__ = ["STRATEGIES", "Policy", "RefreshReport", "SourceEstimate", "choose", 
 
 Strategy = Literal["auto", "incremental", "full"]
 STRATEGIES: tuple[str, ...] = ("auto", "incremental", "full")
-
-_REBUILD = "duckstream: rebuild required"
 
 
 def refresh(
@@ -58,28 +60,34 @@ def refresh(
 
 
 def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
-    """Estimate inside the refresh's own transaction, then run the chosen statements in it:
-    one DuckLake transaction set-up instead of two (each costs catalog round trips), and the
-    estimate sees the snapshot the refresh applies."""
-    begin = plan.maintain[0]
-    shared = begin == plan.initialize_cursors[0] == "BEGIN TRANSACTION"
-    if shared:
-        con.execute(begin)
+    """Pin the window as ``maintain`` does, estimate from it, then run the rest of the chosen
+    path, all in the refresh's one transaction: one DuckLake transaction set-up and one read
+    of the snapshot lists, and the estimate sees the snapshot the refresh applies. A window
+    that cannot be maintained (no cursors, an expired cursor, an altered source) is rebuilt,
+    and the report says why."""
+    pin = ducklake_window.statement_of(plan.maintain)
+    at = plan.maintain.index(pin)
+    start = time.perf_counter()
+    run_statements(con, plan.maintain[:at])  # BEGIN TRANSACTION, as initialize_cursors[0]
     try:
-        report = choose(con, plan, policy)
+        window = ducklake_window.read(con, pin, pin=True)
+        found = estimate(con, plan, window)
+        report = (
+            decide(found, policy)
+            if isinstance(found, dict)
+            else RefreshReport("full", "auto", found)
+        )
+    except RebuildRequired as error:
+        report = RefreshReport("full", "auto", error.reason)
     except Exception:
-        if shared:
+        with contextlib.suppress(Exception):
             con.execute("ROLLBACK")
         raise
-    chosen = plan.maintain if report.strategy == "incremental" else plan.initialize_cursors
-    try:
-        run_statements(con, chosen[1:] if shared else chosen)
-    except Exception as error:
-        if report.strategy != "incremental" or _REBUILD not in str(error):
-            raise
-        report.strategy = "full"  # run_statements rolled the refresh back
-        report.reason = str(error).split(_REBUILD + ": ", 1)[-1].splitlines()[0]
-        run_statements(con, plan.initialize_cursors)
+    report.estimate_seconds = time.perf_counter() - start
+    if report.strategy == "incremental":
+        run_statements(con, plan.maintain[at + 1 :])
+    else:
+        run_statements(con, plan.initialize_cursors[at:])
     return report
 
 

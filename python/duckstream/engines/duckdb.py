@@ -18,14 +18,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from duckstream import ducklake_cursors
+from duckstream import ducklake_cursors, ducklake_window
 from duckstream.engines.base import MULT, Engine, Source, Version
-
-# Change kinds of DuckLake's snapshot log (``ducklake_snapshots().changes``) that only add
-# rows, or only remove rows: a window with nothing else for a source skips reading the other
-# half of its change feed (each ``ducklake_table_insertions/deletions`` call costs ~5 ms).
-_INSERT_KINDS = ("tables_inserted_into", "inlined_insert")
-_DELETE_KINDS = ("tables_deleted_from", "inlined_delete")
 
 
 def _lit(value: str) -> str:
@@ -137,21 +131,6 @@ class DuckLakeEngine(Engine):
     def _catalogs(self) -> list[str]:
         return sorted({s.catalog for s in self.sources} | {self.tgt.catalog})
 
-    def _snapshots_ctes(self) -> list[str]:
-        """One read of each catalog's snapshot list (``ducklake_snapshots`` costs a catalog
-        round trip per call; the view's catalog's list also holds its cursors) and each
-        catalog's end snapshot: what this refresh sees."""
-        reads = " UNION ALL ".join(
-            f"SELECT {k} AS catalog, snapshot_id, changes, author, commit_message,"
-            f" commit_extra_info FROM ducklake_snapshots({_lit(c)})"
-            for k, c in enumerate(self._catalogs())
-        )
-        return [
-            f"_ivm_snapshots AS MATERIALIZED ({reads})",
-            "_ivm_ends AS MATERIALIZED (SELECT catalog, max(snapshot_id) AS e"
-            " FROM _ivm_snapshots GROUP BY catalog)",
-        ]
-
     def _table_ids(self) -> str:
         """One read of each source catalog's live tables: every source's table id, NULL when
         it does not exist (a scalar subquery per source cost a few ms each)."""
@@ -240,101 +219,17 @@ class DuckLakeEngine(Engine):
         ]
 
     def pin_window(self) -> list[str]:
-        """One statement: read the snapshot lists and this view's cursors once, check the
-        cursors (one per source, not expired, source not altered; otherwise fail with
-        ``duckstream: rebuild required: ...``) and set the window variable. Joins and
-        aggregates, no correlated subqueries: planning those costs more than running them."""
-        names = ", ".join(_lit(s.fqn) for s in self.sources)
-        sources = ", ".join(
-            f"({s.index}, {_lit(s.fqn)}, {self._catalogs().index(s.catalog)})" for s in self.sources
+        """One read of the snapshot lists (which hold this view's cursors), checked and turned
+        into the window variable by the runner (:mod:`duckstream.ducklake_window`: planning
+        the checks as SQL cost more than running them); fails with ``duckstream: rebuild
+        required: ...`` when a cursor is missing or expired, or a source was altered."""
+        spec = ducklake_window.WindowSpec(
+            variable=self._var("window"),
+            view=self.tgt.fqn,
+            catalogs=self._catalogs(),
+            sources=[s.fqn for s in self.sources],
         )
-        table_id = "CAST(c.table_id AS VARCHAR)"
-        in_window = "w.snapshot_id > c.last_snapshot AND w.snapshot_id <= e.e"
-        ctes = self._snapshots_ctes()
-        if self.sources:
-            recorded = ducklake_cursors.latest(
-                "(SELECT * FROM _ivm_snapshots"
-                f" WHERE catalog = {self._catalogs().index(self.tgt.catalog)})",
-                self.tgt.fqn,
-            )
-            ctes.append(
-                f"_ivm_cursors AS MATERIALIZED (SELECT * FROM ({recorded})"
-                f" WHERE source_table IN ({names}))"
-            )
-            ctes.append(
-                "_ivm_window AS MATERIALIZED (SELECT s.source, s.source_table,"
-                " any_value(c.last_snapshot) AS cursor_snapshot, any_value(c.table_id) AS tid,"
-                " bool_or(w.snapshot_id = c.last_snapshot) AS cursor_exists,"
-                f" bool_or({in_window} AND (list_contains(coalesce("
-                f"w.changes['tables_altered'], []), {table_id}) OR list_contains(coalesce("
-                f"w.changes['tables_dropped'], []), {table_id}))) AS altered,"
-                f" bool_or({in_window} AND list_contains("
-                f"flatten(map_values(w.changes)), {table_id})) AS changed,"
-                f" bool_or({in_window} AND {self._other_kinds(_INSERT_KINDS)}) AS deletes,"
-                f" bool_or({in_window} AND {self._other_kinds(_DELETE_KINDS)}) AS inserts"
-                f" FROM (VALUES {sources}) AS s(source, source_table, catalog)"
-                " JOIN _ivm_cursors AS c ON c.source_table = s.source_table"
-                " JOIN _ivm_ends AS e ON e.catalog = s.catalog"
-                " JOIN _ivm_snapshots AS w ON w.catalog = s.catalog"
-                " GROUP BY s.source, s.source_table)"
-            )
-        # One row of aggregates over the window, so each field is a column, not a subquery.
-        fields = [f"end_{k} := end_{k}" for k in range(len(self._catalogs()))]
-        ends = ", ".join(
-            f"max(e) FILTER (WHERE catalog = {k}) AS end_{k}" for k in range(len(self._catalogs()))
-        )
-        if not self.sources:
-            fields.append("changed := false")
-            query = f"SELECT struct_pack({', '.join(fields)}) FROM (SELECT {ends} FROM _ivm_ends)"
-            return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
-        per_source = []
-        for s in self.sources:
-            fields += [
-                f"cursor_{s.index} := cursor_{s.index}",
-                f"table_id_{s.index} := table_id_{s.index}",
-                f"changed_{s.index} := changed_{s.index}",
-                f"inserts_{s.index} := inserts_{s.index}",
-                f"deletes_{s.index} := deletes_{s.index}",
-            ]
-            per_source += [
-                f"max(cursor_snapshot) FILTER (WHERE source = {s.index}) AS cursor_{s.index}",
-                f"max(tid) FILTER (WHERE source = {s.index}) AS table_id_{s.index}",
-                *(
-                    f"coalesce(bool_or({flag}) FILTER (WHERE source = {s.index}), false)"
-                    f" AS {flag}_{s.index}"
-                    for flag in ("changed", "inserts", "deletes")
-                ),
-            ]
-        fields.append("changed := changed")
-        n, rebuild = len(self.sources), "'duckstream: rebuild required: '"
-        query = (
-            "SELECT CASE"
-            f" WHEN k.n <> {n} OR k.d <> {n}"
-            f" THEN error({rebuild} || 'no single cursor for every source (initialize the view)')"
-            " WHEN w.expired IS NOT NULL"
-            f" THEN error({rebuild} || 'cursor snapshot of ' || w.expired || ' was expired')"
-            " WHEN w.altered IS NOT NULL"
-            f" THEN error({rebuild} || 'source ' || w.altered || ' was altered or recreated')"
-            f" ELSE struct_pack({', '.join(fields)}) END"
-            " FROM (SELECT count(*) AS n, count(DISTINCT source_table) AS d"
-            " FROM _ivm_cursors) AS k,"
-            f" (SELECT {ends} FROM _ivm_ends) AS e,"
-            " (SELECT min(source_table) FILTER (WHERE NOT cursor_exists) AS expired,"
-            " min(source_table) FILTER (WHERE altered) AS altered,"
-            " coalesce(bool_or(changed), false) AS changed,"
-            f" {', '.join(per_source)} FROM _ivm_window) AS w"
-        )
-        return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
-
-    @staticmethod
-    def _other_kinds(kinds: tuple[str, ...]) -> str:
-        """True when a snapshot ``w`` changed the cursor's table ``c`` in a way not in
-        ``kinds`` (e.g. anything but inserts: deletes, updates, compaction, kinds unknown)."""
-        listed = ", ".join(_lit(k) for k in kinds)
-        return (
-            "len(list_filter(map_keys(w.changes), lambda k: k NOT IN ("
-            f"{listed}) AND list_contains(w.changes[k], CAST(c.table_id AS VARCHAR)))) > 0"
-        )
+        return [spec.statement()]
 
     def advance_cursors(self) -> list[str]:
         """Like :meth:`record_cursors`, when any source changed (else nothing is written, no

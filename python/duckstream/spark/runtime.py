@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from duckstream.cost import Policy, RefreshReport
 from duckstream.engines.spark_dialect import DIRECTIVE
-from duckstream.errors import DuckstreamError
+from duckstream.errors import DuckstreamError, RebuildRequired
 from duckstream.plan import IVMPlan
 from duckstream.spark.estimate import choose
 from duckstream.spark.session import sql_with_commit_properties
@@ -60,10 +60,6 @@ _ICEBERG_REBUILD = {
     ),
     "Cannot find snapshot": "a source's cursor snapshot no longer exists (expired)",
 }
-
-
-class RebuildRequired(DuckstreamError):
-    """The view cannot be refreshed incrementally; run ``initialize_cursors`` again."""
 
 
 @dataclass
