@@ -119,7 +119,7 @@ def test_recreated_upstream_table_model_triggers_a_rebuild(shop: Shop) -> None:
     assert again.success
     message = again.nodes["category_units"][1]
     # ivm_strategy defaults to auto: its estimate sees the recreated table before maintain does
-    assert message.startswith("rebuilt (auto: source lake.main.dim_products was dropped or")
+    assert message.startswith("rebuilt (auto: source lake.main.dim_products was altered or")
     assert_equivalent(shop.dbt("test", "--select", "category_units"))
     con = shop.connect()
     try:

@@ -8,8 +8,9 @@ snapshot isolation, and the window is pinned explicitly on top of that.
 
 Every DuckLake statement costs catalog round trips (a table scan, a table function call: a few
 milliseconds each before any row is read), so a refresh is shaped to issue few of them: the
-window (end snapshots, cursors, "changed" flags) is one STRUCT variable set by one statement,
-each source's window is read from the change feed once (``prepare_changes``), and the cursors
+window (end snapshots, cursors, "changed" flags) is one STRUCT variable, set from one read of
+the snapshot lists (:mod:`duckstream.ducklake_window`, checked in Python by the runner), each
+source's window is read from the change feed once (``prepare_changes``), and the cursors
 travel in the refresh's own commit (:mod:`duckstream.ducklake_cursors`): read with the snapshot
 list the window statement reads anyway, written by the commit that changes the view.
 """
@@ -41,7 +42,7 @@ class DuckLakeEngine(Engine):
         return f"SET VARIABLE {self._var(name)} = ({query.sql(dialect='duckdb')})"
 
     # The window of one refresh (end snapshot per catalog, cursor and "changed" per source) is
-    # one STRUCT variable set by one statement: each statement costs a DuckLake round trip.
+    # one STRUCT variable (:meth:`pin_window`): each statement costs a DuckLake round trip.
     def _window_value(self, field: str) -> exp.Expr:
         return exp.Dot(this=self.runtime_value("window"), expression=exp.to_identifier(field))
 
