@@ -84,6 +84,7 @@ class Window:
     """A pinned window: the fields of the window variable, and per source the kinds of change
     (``tables_inserted_into``, ``inlined_delete``, ...) its window holds."""
 
+    variable: str
     values: dict[str, Any]
     kinds: dict[str, frozenset[str]] = field(default_factory=dict)
     sources: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # id, cursor, end
@@ -145,7 +146,7 @@ def window_from(spec: WindowSpec, rows: list[tuple]) -> Window:
         raise RebuildRequired(f"cursor snapshot of {min(expired)} was expired")
     if altered:
         raise RebuildRequired(f"source {min(altered)} was altered or recreated")
-    return Window(window, all_kinds, bounds)
+    return Window(spec.variable, window, all_kinds, bounds)
 
 
 def set_window(variable: str, window: dict[str, Any]) -> str:

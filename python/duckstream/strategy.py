@@ -69,6 +69,7 @@ def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
     at = plan.maintain.index(pin)
     start = time.perf_counter()
     run_statements(con, plan.maintain[:at])  # BEGIN TRANSACTION, as initialize_cursors[0]
+    window = None
     try:
         window = ducklake_window.read(con, pin, pin=True)
         found = estimate(con, plan, window)
@@ -78,7 +79,7 @@ def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
             else RefreshReport("full", "auto", found)
         )
     except RebuildRequired as error:
-        report = RefreshReport("full", "auto", error.reason)
+        report, window = RefreshReport("full", "auto", error.reason), None
     except Exception:
         with contextlib.suppress(Exception):
             con.execute("ROLLBACK")
@@ -86,9 +87,17 @@ def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
     report.estimate_seconds = time.perf_counter() - start
     if report.strategy == "incremental":
         run_statements(con, plan.maintain[at + 1 :])
-    else:
+    elif window is None:
         run_statements(con, plan.initialize_cursors[at:])
+    else:  # the pinned window serves the rebuild: same ends, and its sources' live table ids
+        run_statements(con, plan.initialize_cursors[_after_pin(plan, window) :])
     return report
+
+
+def _after_pin(plan: IVMPlan, window: ducklake_window.Window) -> int:
+    """Where ``initialize_cursors`` goes on past its own pin of the window variable."""
+    pin = f"SET VARIABLE {window.variable} "
+    return next(i for i, s in enumerate(plan.initialize_cursors) if s.startswith(pin)) + 1
 
 
 # -- the estimate ------------------------------------------------------------------------
