@@ -24,7 +24,6 @@ import json
 from typing import Any, Protocol
 
 AUTHOR = "duckstream"
-SHAPE = '{"cursors": [{"source": "VARCHAR", "table_id": "BIGINT", "snapshot": "BIGINT"}]}'
 
 
 class Connection(Protocol):
@@ -56,40 +55,28 @@ def record(catalog: str, view: str, cursors: list[tuple[str, str, str]]) -> str:
     )
 
 
-def latest(snapshots: str, view: str) -> str:
-    """A query of ``view``'s cursors, ``(source_table, table_id, last_snapshot)``, from the
-    newest commit that recorded them; no rows when none did. ``snapshots`` is a relation with
-    DuckLake's snapshot columns (``snapshot_id``, ``author``, ``commit_message``,
-    ``commit_extra_info``), e.g. the metadata table ``ducklake_snapshot_changes``."""
-    newest = (
-        f"SELECT arg_max(commit_extra_info, snapshot_id) AS info FROM {snapshots}"
-        f" WHERE author = {_lit(AUTHOR)} AND commit_message = {_lit(message(view))}"
-    )
-    return (
-        "SELECT c.source AS source_table, c.table_id, c.snapshot AS last_snapshot FROM"
-        f" (SELECT unnest(from_json(info, {_lit(SHAPE)}).cursors) AS c FROM ({newest}))"
-    )
-
-
 def newest(snapshots: list[tuple], view: str) -> list[tuple[str, int, int]]:
-    """``view``'s cursors ``(source, table id, snapshot)`` from snapshot rows ``(author,
-    commit_message, commit_extra_info, snapshot_id)``: those of the newest that recorded them.
+    """``view``'s cursors ``(source, table id, snapshot)`` from snapshot rows ``(snapshot_id,
+    author, commit_message, commit_extra_info)``: those of the newest that recorded them.
 
     >>> info = '{"cursors": [{"source": "l.m.t", "table_id": 5, "snapshot": 1}]}'
-    >>> newest([("duckstream", "cursors of l.m.v", info, 2), (None, None, None, 3)], "l.m.v")
+    >>> newest([(2, "duckstream", "cursors of l.m.v", info), (3, None, None, None)], "l.m.v")
     [('l.m.t', 5, 1)]
     """
-    marked = [r for r in snapshots if r[0] == AUTHOR and r[1] == message(view)]
+    marked = [r for r in snapshots if r[1] == AUTHOR and r[2] == message(view)]
     if not marked:
         return []
-    info = json.loads(max(marked, key=lambda r: r[3])[2])
+    info = json.loads(max(marked, key=lambda r: r[0])[3])
     return [(c["source"], int(c["table_id"]), int(c["snapshot"])) for c in info["cursors"]]
 
 
 def read(con: Connection, catalog: str, view: str) -> dict[str, tuple[int, int]] | None:
     """``view``'s cursors, source -> (table id, snapshot); ``None`` when none were recorded."""
     meta = '"' + f"__ducklake_metadata_{catalog}".replace('"', '""') + '"'
-    rows = con.execute(latest(f"{meta}.ducklake_snapshot_changes", view)).fetchall()
-    if not rows:
-        return None
-    return {source: (int(table_id), int(snapshot)) for source, table_id, snapshot in rows}
+    rows = con.execute(
+        "SELECT snapshot_id, author, commit_message, commit_extra_info"
+        f" FROM {meta}.ducklake_snapshot_changes WHERE author = ? AND commit_message = ?",
+        [AUTHOR, message(view)],
+    ).fetchall()
+    cursors = newest(rows, view)
+    return {source: (table_id, snapshot) for source, table_id, snapshot in cursors} or None

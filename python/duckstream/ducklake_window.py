@@ -106,8 +106,8 @@ def window_from(spec: WindowSpec, rows: list[tuple]) -> Window:
         snapshots[catalog][snapshot_id] = changes or {}
     ends = {k: max(ids, default=0) for k, ids in snapshots.items()}
     view_catalog = spec.catalogs.index(spec.view.split(".", 1)[0])
-    marks = [r[3:] + r[1:2] for r in rows if r[0] == view_catalog]  # author ... snapshot id
-    cursors = [c for c in ducklake_cursors.newest(marks, spec.view) if c[0] in spec.sources]
+    commits = [r[1:2] + r[3:] for r in rows if r[0] == view_catalog]  # id, author, message, info
+    cursors = [c for c in ducklake_cursors.newest(commits, spec.view) if c[0] in spec.sources]
     recorded = {source: (table_id, snapshot) for source, table_id, snapshot in cursors}
     if spec.sources and not cursors:
         raise RebuildRequired("no cursors recorded (the view was never built)")

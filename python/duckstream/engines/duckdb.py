@@ -74,13 +74,22 @@ class DuckLakeEngine(Engine):
         return exp.select("*").from_(self._changes_table(source))
 
     def _read_changes(self, source: Source, function: str, sign: int) -> exp.Select:
+        # DuckDB binds the table function even when the guard below drops it, and an unchanged
+        # source of another catalog has cursor = end: cursor + 1 is no snapshot there yet.
+        start = exp.Anonymous(
+            this="least",
+            expressions=[
+                exp.Add(this=self._cursor(source), expression=exp.Literal.number(1)),
+                self._end(source.catalog),
+            ],
+        )
         call = exp.Anonymous(
             this=function,
             expressions=[
                 exp.Literal.string(source.catalog),
                 exp.Literal.string(source.schema),
                 exp.Literal.string(source.name),
-                exp.Add(this=self._cursor(source), expression=exp.Literal.number(1)),
+                start,
                 self._end(source.catalog),
             ],
         )
