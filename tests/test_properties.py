@@ -2,7 +2,8 @@
 catalogs; after every refresh the maintained view must equal recomputation as a multiset.
 
 One test per construct (view shape, aggregate function) so each gets its own examples, plus
-joins of two and three tables whose windows change several tables at once.
+joins of two and three tables whose windows change several tables at once, each table kept in
+the view's DuckLake catalog or in a second one.
 Depth: DUCKSTREAM_EXAMPLES=<n> (default 25 per test), DUCKSTREAM_DEEP=1 for 500.
 """
 
@@ -15,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from duckstream.testing.differential import DuckLakeHarness, run_scenario
-from duckstream.testing.ducklake import connect_ducklake
+from duckstream.testing.ducklake import attach_ducklake, connect_ducklake
 from duckstream.testing.strategies import AGGREGATES, SHAPES, cycles, tables, views
 
 
@@ -25,17 +26,22 @@ def scenarios(draw, table_count: int, shape: str | None = None, kind: str | None
     view_sql, cycles_ = draw(views(tables_, shape, kind)), draw(cycles(tables_))
     # With the sources' schema (as dbt passes it) columns are qualified, change reads name
     # only the columns used and delta terms get semi-join filters: both paths must be exact.
-    return tables_, view_sql, cycles_, draw(st.booleans())
+    known_schema = draw(st.booleans())
+    # Joins may read tables of a second DuckLake catalog, whose snapshots move on their own.
+    placement = {t.name: "raw" for t in tables_ if table_count > 1 and draw(st.booleans())}
+    return tables_, view_sql, cycles_, known_schema, placement
 
 
 def check(scenario) -> None:
-    tables_, view_sql, cycles_, known_schema = scenario
+    tables_, view_sql, cycles_, known_schema, placement = scenario
     schema = {t.name: {c.name: c.type for c in t.columns} for t in tables_}
     with tempfile.TemporaryDirectory() as directory:
         con = connect_ducklake(f"{directory}/lake", alias="dl")
+        attach_ducklake(con, f"{directory}/raw", alias="raw")
         try:
             kwargs = {"schema": schema} if known_schema else {}
-            run_scenario(DuckLakeHarness(con), tables_, view_sql, cycles_, **kwargs)
+            harness = DuckLakeHarness(con, placement=placement)
+            run_scenario(harness, tables_, view_sql, cycles_, **kwargs)
         finally:
             con.close()
 

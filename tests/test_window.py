@@ -4,45 +4,31 @@ through windows where one, the other or both changed."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
 from duckstream import compile_ivm
-from duckstream.ducklake_window import WindowSpec, window_from
+from duckstream.ducklake_window import WindowSpec, changed_tables, window_from
 from duckstream.errors import RebuildRequired
 from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import as_multiset
 from duckstream.testing.ducklake import attach_ducklake
 
 SPEC = WindowSpec("v", "dl.main.mv", ["dl", "raw"], ["dl.main.a", "raw.main.b"])
+# The view built at dl's snapshot 2 (table a is 1) and raw's snapshot 5 (table b is 7).
+CURSORS = [("dl.main.a", 1, 2), ("raw.main.b", 7, 5)]
+BUILT = {0: [(2, "inserted_into_table:1"), (3, 'created_table:"main"."mv"')], 1: [(5, None)]}
 
 
-def _commit(catalog: int, snapshot: int, changes: dict, cursors: list | None = None) -> tuple:
-    if cursors is None:
-        return (catalog, snapshot, changes, None, None, None)
-    info = json.dumps(
-        {"cursors": [{"source": s, "table_id": t, "snapshot": n} for s, t, n in cursors]}
-    )
-    return (catalog, snapshot, changes, "duckstream", "cursors of dl.main.mv", info)
-
-
-def _lists(*later: tuple) -> list[tuple]:
-    """Both catalogs' snapshot lists: the view built at dl's snapshot 2 (cursor of a: 2,
-    table 1) and raw's snapshot 5 (table 7), then ``later``."""
-    return [
-        _commit(0, 1, {"tables_created": ["main.a"]}),
-        _commit(0, 2, {"tables_inserted_into": ["1"]}),
-        _commit(0, 3, {"tables_created": ["main.mv"]}, [("dl.main.a", 1, 2), ("raw.main.b", 7, 5)]),
-        _commit(1, 4, {"tables_created": ["main.b"]}),
-        _commit(1, 5, {"inlined_insert": ["7"]}),
-        *later,
-    ]
+def _window(later: dict[int, list[tuple[int, str]]], cursors=CURSORS, built=BUILT):
+    log = {k: built.get(k, []) + later.get(k, []) for k in (0, 1)}
+    ends = {k: max((s for s, _ in log[k]), default=0) for k in (0, 1)}
+    return window_from(SPEC, cursors, ends, log)
 
 
 def test_each_source_is_bounded_by_its_own_catalog():
-    window = window_from(SPEC, _lists(_commit(1, 6, {"inlined_delete": ["7"]})))
+    window = _window({1: [(6, "inlined_delete:7")]})
     assert window.values["end_0"] == 3 and window.values["end_1"] == 6
     assert window.sources == {"dl.main.a": (1, 2, 3), "raw.main.b": (7, 5, 6)}
     assert (window.values["changed_0"], window.values["changed_1"]) == (False, True)
@@ -51,53 +37,48 @@ def test_each_source_is_bounded_by_its_own_catalog():
 
 
 def test_a_table_id_of_another_catalog_is_not_a_change():
-    window = window_from(SPEC, _lists(_commit(1, 6, {"tables_inserted_into": ["1"]})))
+    window = _window({1: [(6, "inserted_into_table:1")]})
     assert window.values["changed"] is False  # raw's table 1 is not dl's table 1
 
 
 def test_an_update_has_inserts_and_deletes_and_other_kinds_count_as_both():
-    window = window_from(
-        SPEC,
-        _lists(
-            _commit(0, 4, {"tables_inserted_into": ["1"], "tables_deleted_from": ["1"]}),
-            _commit(1, 6, {"flushed_inlined": ["7"]}),
-        ),
+    window = _window(
+        {0: [(4, "inserted_into_table:1,deleted_from_table:1")], 1: [(6, "inline_flush:7")]}
     )
     assert (window.values["inserts_0"], window.values["deletes_0"]) == (True, True)
     assert (window.values["inserts_1"], window.values["deletes_1"]) == (True, True)
 
 
-def test_the_newest_cursors_win():
-    later = _commit(0, 9, {"inlined_insert": ["3"]}, [("dl.main.a", 1, 8), ("raw.main.b", 7, 5)])
-    rows = _lists(_commit(0, 8, {"tables_inserted_into": ["1"]}), later)
-    window = window_from(SPEC, rows)
-    assert window.sources["dl.main.a"] == (1, 8, 9)
-    assert window.values["changed_0"] is False  # the insert at 8 was applied already
+def test_only_changes_after_the_cursor_count():
+    window = _window({0: [(4, 'created_table:"main"."x,inserted_into_table:1"')]})
+    assert window.values["changed"] is False  # a table name, not a change of table 1
+    assert (
+        _window({}, built={0: [(1, "inserted_into_table:1"), *BUILT[0]], 1: BUILT[1]}).values[
+            "changed"
+        ]
+        is False
+    )  # snapshot 1 was applied already
+
+
+def test_unreadable_change_lists_stop_the_refresh():
+    with pytest.raises(ValueError, match="unreadable"):
+        changed_tables("inserted_into_table:1,???")
 
 
 @pytest.mark.parametrize(
-    ("rows", "reason"),
+    ("cursors", "later", "reason"),
     [
-        ([_commit(0, 1, {}), _commit(1, 1, {})], "no cursors recorded (the view was never built)"),
-        (
-            [_commit(0, 3, {}, [("dl.main.a", 1, 3)]), _commit(1, 1, {})],
-            "no single cursor for every source (initialize the view)",
-        ),
-        (
-            [_commit(0, 3, {}, [("dl.main.a", 1, 3), ("dl.main.a", 1, 3), ("raw.main.b", 7, 1)])],
-            "no single cursor for every source (initialize the view)",
-        ),
-        (
-            [r for r in _lists() if r[:2] != (0, 2)],  # dl's snapshot 2 was expired
-            "cursor snapshot of dl.main.a was expired",
-        ),
-        (_lists(_commit(1, 6, {"tables_altered": ["7"]})), "source raw.main.b was altered"),
-        (_lists(_commit(0, 4, {"tables_dropped": ["1"]})), "source dl.main.a was altered"),
+        ([], {}, "no cursors recorded (the view was never built)"),
+        (CURSORS[:1], {}, "no single cursor for every source (initialize the view)"),
+        ([*CURSORS, CURSORS[0]], {}, "no single cursor for every source (initialize the view)"),
+        ([("dl.main.a", 1, 1), CURSORS[1]], {}, "cursor snapshot of dl.main.a was expired"),
+        (CURSORS, {1: [(6, "altered_table:7")]}, "source raw.main.b was altered or recreated"),
+        (CURSORS, {0: [(4, "dropped_table:1")]}, "source dl.main.a was altered or recreated"),
     ],
 )
-def test_windows_that_cannot_be_maintained(rows, reason):
+def test_windows_that_cannot_be_maintained(cursors, later, reason):
     with pytest.raises(RebuildRequired, match=re.escape(reason)) as raised:
-        window_from(SPEC, rows)
+        _window(later, cursors=cursors)
     assert str(raised.value).startswith("duckstream: rebuild required: ")
 
 

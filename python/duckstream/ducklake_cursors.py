@@ -3,9 +3,10 @@
 A refresh (or a build) of a view sets its commit's author to ``duckstream``, its message to
 ``cursors of <catalog.schema.view>`` and its extra info to the new cursors as JSON, so the
 cursors are written by the very commit that changes the view: atomic with it by construction.
-Reading them is a query over the catalog's snapshot list, which DuckLake keeps in its metadata
-database: no table scan. A cursors *table* cost every refresh one more DuckLake table read and
-an UPDATE (~10-15 ms each, and a cold read loads a catalog version, ~20 ms).
+Reading them is a query over the catalog's snapshot log (``ducklake_snapshot_changes``), which
+DuckLake keeps in its metadata database: no table scan. A cursors *table* cost every refresh
+one more DuckLake table read and an UPDATE (~10-15 ms each, and a cold read loads a catalog
+version, ~20 ms).
 
 DuckLake only makes a snapshot when something changed, so each refresh that advances the
 cursors also appends their rows to the view's cursors table: an append-only log that
@@ -55,28 +56,32 @@ def record(catalog: str, view: str, cursors: list[tuple[str, str, str]]) -> str:
     )
 
 
-def newest(snapshots: list[tuple], view: str) -> list[tuple[str, int, int]]:
-    """``view``'s cursors ``(source, table id, snapshot)`` from snapshot rows ``(snapshot_id,
-    author, commit_message, commit_extra_info)``: those of the newest that recorded them.
+def newest_query(catalog: str, view: str, until: str | None = None) -> str:
+    """A query of ``(snapshot_id, commit_extra_info)`` of the newest commit of DuckLake
+    ``catalog`` that recorded ``view``'s cursors (no row when none did), no newer than the
+    snapshot SQL ``until`` when given."""
+    meta = '"' + f"__ducklake_metadata_{catalog}".replace('"', '""') + '"'
+    bound = f" AND snapshot_id <= {until}" if until else ""
+    return (
+        f"SELECT snapshot_id, commit_extra_info FROM {meta}.ducklake_snapshot_changes"
+        f" WHERE author = {_lit(AUTHOR)} AND commit_message = {_lit(message(view))}{bound}"
+        " ORDER BY snapshot_id DESC LIMIT 1"
+    )
 
-    >>> info = '{"cursors": [{"source": "l.m.t", "table_id": 5, "snapshot": 1}]}'
-    >>> newest([(2, "duckstream", "cursors of l.m.v", info), (3, None, None, None)], "l.m.v")
+
+def parse(info: str) -> list[tuple[str, int, int]]:
+    """The cursors ``(source, table id, snapshot)`` a commit's extra info holds.
+
+    >>> parse('{"cursors": [{"source": "l.m.t", "table_id": 5, "snapshot": 1}]}')
     [('l.m.t', 5, 1)]
     """
-    marked = [r for r in snapshots if r[1] == AUTHOR and r[2] == message(view)]
-    if not marked:
-        return []
-    info = json.loads(max(marked, key=lambda r: r[0])[3])
-    return [(c["source"], int(c["table_id"]), int(c["snapshot"])) for c in info["cursors"]]
+    cursors = json.loads(info)["cursors"]
+    return [(c["source"], int(c["table_id"]), int(c["snapshot"])) for c in cursors]
 
 
 def read(con: Connection, catalog: str, view: str) -> dict[str, tuple[int, int]] | None:
     """``view``'s cursors, source -> (table id, snapshot); ``None`` when none were recorded."""
-    meta = '"' + f"__ducklake_metadata_{catalog}".replace('"', '""') + '"'
-    rows = con.execute(
-        "SELECT snapshot_id, author, commit_message, commit_extra_info"
-        f" FROM {meta}.ducklake_snapshot_changes WHERE author = ? AND commit_message = ?",
-        [AUTHOR, message(view)],
-    ).fetchall()
-    cursors = newest(rows, view)
-    return {source: (table_id, snapshot) for source, table_id, snapshot in cursors} or None
+    rows = con.execute(newest_query(catalog, view)).fetchall()
+    if not rows:
+        return None
+    return {source: (table_id, snapshot) for source, table_id, snapshot in parse(rows[0][1])}

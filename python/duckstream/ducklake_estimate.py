@@ -63,7 +63,7 @@ def estimate(
             sources[source] = SourceEstimate(source, live_rows)
             continue
         catalog, schema, name = source.split(".", 2)
-        if "tables_deleted_from" not in touched:
+        if "deleted_from_table" not in touched:
             deleted = scanned = 0
         elif partial:  # a delete file shared with snapshots before the cursor: count exactly
             where = (catalog, schema, name)

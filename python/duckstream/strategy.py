@@ -62,7 +62,7 @@ def refresh(
 def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
     """Pin the window as ``maintain`` does, estimate from it, then run the rest of the chosen
     path, all in the refresh's one transaction: one DuckLake transaction set-up and one read
-    of the snapshot lists, and the estimate sees the snapshot the refresh applies. A window
+    of the snapshot log, and the estimate sees the snapshot the refresh applies. A window
     that cannot be maintained (no cursors, an expired cursor, an altered source) is rebuilt,
     and the report says why."""
     pin = ducklake_window.statement_of(plan.maintain)

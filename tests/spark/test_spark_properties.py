@@ -23,7 +23,8 @@ EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES", "5"))
 
 
 def _run(spark, scenario) -> None:
-    tables_, view_sql, cycles_, _ = scenario  # compiled without schema=, as on Spark's dbt path
+    # compiled without schema=, as on Spark's dbt path; one Iceberg catalog (no placement)
+    tables_, view_sql, cycles_, *_ = scenario
     try:
         run_scenario(SparkHarness(spark), tables_, view_sql, cycles_)
     except UnsupportedSQLError as error:

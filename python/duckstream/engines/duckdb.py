@@ -8,11 +8,11 @@ snapshot isolation, and the window is pinned explicitly on top of that.
 
 Every DuckLake statement costs catalog round trips (a table scan, a table function call: a few
 milliseconds each before any row is read), so a refresh is shaped to issue few of them: the
-window (end snapshots, cursors, "changed" flags) is one STRUCT variable, set from one read of
-the snapshot lists (:mod:`duckstream.ducklake_window`, checked in Python by the runner), each
+window (end snapshots, cursors, "changed" flags) is one STRUCT variable, pinned by the runner
+from two small reads of the catalog's snapshot log (:mod:`duckstream.ducklake_window`), each
 source's window is read from the change feed once (``prepare_changes``), and the cursors
-travel in the refresh's own commit (:mod:`duckstream.ducklake_cursors`): read with the snapshot
-list the window statement reads anyway, written by the commit that changes the view.
+travel in the refresh's own commit (:mod:`duckstream.ducklake_cursors`): read with the window,
+written by the commit that changes the view.
 """
 
 from __future__ import annotations
@@ -229,10 +229,10 @@ class DuckLakeEngine(Engine):
         ]
 
     def pin_window(self) -> list[str]:
-        """One read of the snapshot lists (which hold this view's cursors), checked and turned
-        into the window variable by the runner (:mod:`duckstream.ducklake_window`: planning
-        the checks as SQL cost more than running them); fails with ``duckstream: rebuild
-        required: ...`` when a cursor is missing or expired, or a source was altered."""
+        """The directive the runner pins the window for (:mod:`duckstream.ducklake_window`:
+        the catalogs' snapshot logs since the cursors, checked in Python; planning the checks
+        as SQL cost more than running them); it fails with ``duckstream: rebuild required:
+        ...`` when a cursor is missing or expired, or a source was altered."""
         spec = ducklake_window.WindowSpec(
             variable=self._var("window"),
             view=self.tgt.fqn,

@@ -122,16 +122,25 @@ class Lakehouse(Protocol):
 class DuckLakeHarness:
     """Tables and views on a DuckDB connection with a DuckLake catalog attached."""
 
-    def __init__(self, con: Any, catalog: str = "dl", schema: str = "main") -> None:
+    def __init__(
+        self,
+        con: Any,
+        catalog: str = "dl",
+        schema: str = "main",
+        placement: dict[str, str] | None = None,
+    ) -> None:
+        """``placement``: tables kept in another attached catalog than the view's (same
+        schema name); views name tables unqualified, as if they all were in ``catalog``."""
         self.con = con
         self.catalog = catalog
         self.schema = schema
+        self.placement = placement or {}
 
     def fqn(self, table: str) -> str:
-        return f"{self.catalog}.{self.schema}.{table}"
+        return f"{self.placement.get(table, self.catalog)}.{self.schema}.{table}"
 
     def create(self, table: TableSpec) -> None:
-        self.con.execute(table.ddl(self.catalog, self.schema))
+        self.con.execute(table.ddl(self.placement.get(table.name, self.catalog), self.schema))
         if table.rows:
             self.apply([Insert(table.name, tuple(table.rows))])
 
@@ -148,12 +157,23 @@ class DuckLakeHarness:
         return f"UPDATE {self.fqn(change.table)} SET {change.assignments} WHERE {change.where}"
 
     def apply(self, batch: Batch) -> None:
-        """Commit ``batch`` as one transaction (one snapshot)."""
-        statements = [s for s in (self._statement(c) for c in batch) if s]
-        if statements:
+        """Commit ``batch`` as one transaction (one snapshot) per catalog it writes to: DuckDB
+        writes one attached database per transaction."""
+        by_catalog: dict[str, list[str]] = {}
+        for change in batch:
+            statement = self._statement(change)
+            if statement:
+                catalog = self.placement.get(change.table, self.catalog)
+                by_catalog.setdefault(catalog, []).append(statement)
+        for statements in by_catalog.values():
             run_statements(self.con, ["BEGIN TRANSACTION", *statements, "COMMIT"])
 
     def compile(self, view_sql: str, mv_name: str = "mv", **kwargs: Any) -> IVMPlan:
+        if self.placement:
+            kwargs.setdefault(
+                "sources",
+                {t: {"catalog": c, "schema": self.schema} for t, c in self.placement.items()},
+            )
         return compile_ivm(
             view_sql, mv_name=mv_name, mv_catalog=self.catalog, mv_schema=self.schema, **kwargs
         )
@@ -165,11 +185,16 @@ class DuckLakeHarness:
         refresh(self.con, plan, strategy="incremental")  # what the tests are about
 
     def rows(self, sql: str) -> list[tuple]:
+        """``sql``'s rows, unqualified tables found where they are kept."""
+        catalogs = dict.fromkeys([self.catalog, *self.placement.values()])
+        path = ",".join(f"{c}.{self.schema}" for c in catalogs)
         self.con.execute(f"USE {self.catalog}.{self.schema}")
+        self.con.execute(f"SET search_path = '{path}'")
         try:
             return self.con.execute(sql).fetchall()
         finally:
             self.con.execute("USE memory.main")
+            self.con.execute("RESET search_path")
 
     def check(self, plan: IVMPlan, view_sql: str, context: str = "") -> None:
         """Assert the view's table equals recomputation as a multiset."""

@@ -46,9 +46,9 @@ from dbt.adapters.duckstream.expand import (
     table_columns,
 )
 from dbt.adapters.duckstream.locate import locate
-from duckstream import ducklake_cursors
+from duckstream import ducklake_cursors, ducklake_window
 from duckstream.compiler import compile_ivm
-from duckstream.errors import UnsupportedSQLError, ViewSQLError
+from duckstream.errors import RebuildRequired, UnsupportedSQLError, ViewSQLError
 from duckstream.model_configs import config_problem
 from duckstream.plan import IVMPlan, Naming
 from duckstream.runtime import run_statements
@@ -213,7 +213,7 @@ def _look(con: Connection, request: ModelRequest) -> Found:
         cursors=cursors,
         views=catalog_views(con),
         snapshot=_snapshot(con, request.database),
-        sources_unchanged=bool(cursors) and _sources_unchanged(con, cursors or {}),
+        sources_unchanged=bool(cursors) and _sources_unchanged(con, request, cursors or {}),
     )
 
 
@@ -458,33 +458,23 @@ def _maintain(
     )
 
 
-def _sources_unchanged(con: Connection, cursors: dict[str, tuple[int, int]]) -> bool:
-    """No snapshot after a cursor touched its source, and every cursor's snapshot still exists.
+def _sources_unchanged(con: Connection, request: ModelRequest, cursors: dict) -> bool:
+    """The window since the cursors holds no change of a source, and can be maintained.
 
-    The cheap check before compiling: when it holds, ``maintain`` would change nothing.
+    The cheap check before compiling: when it holds, ``maintain`` would change nothing. The
+    same rules as the refresh's own window (:mod:`duckstream.ducklake_window`).
     """
-    by_catalog: dict[str, list[tuple[int, int]]] = {}
-    for source, cursor in cursors.items():
-        by_catalog.setdefault(source.split(".", 1)[0], []).append(cursor)
-    for catalog, entries in by_catalog.items():
-        rows = con.execute(
-            f"SELECT snapshot_id, changes FROM ducklake_snapshots({_literal(catalog)})"
-            f" WHERE snapshot_id >= {min(snapshot for _, snapshot in entries)}"
-        ).fetchall()
-        present = {snapshot for snapshot, _ in rows}
-        for table_id, cursor in entries:
-            if cursor not in present:
-                return False
-            if any(
-                snapshot > cursor and _mentions(changes, table_id) for snapshot, changes in rows
-            ):
-                return False
-    return True
-
-
-def _mentions(changes: dict[str, list[Any]] | None, table_id: int) -> bool:
-    wanted = str(table_id)
-    return any(str(v) == wanted for values in (changes or {}).values() for v in values or [])
+    view = f"{request.database}.{request.schema}.{request.identifier}"
+    spec = ducklake_window.WindowSpec(
+        variable="",
+        view=view,
+        catalogs=sorted({source.split(".", 1)[0] for source in cursors} | {request.database}),
+        sources=sorted(cursors),
+    )
+    try:
+        return not ducklake_window.read(con, spec.statement()).values["changed"]
+    except RebuildRequired:
+        return False
 
 
 def _cursors(con: Connection, request: ModelRequest) -> dict[str, tuple[int, int]] | None:
@@ -516,11 +506,14 @@ def _window(
         end = after.get(source, (table_id, start))[1]
         catalog = source.split(".", 1)[0]
         rows = con.execute(
-            f"SELECT snapshot_id, changes FROM ducklake_snapshots({_literal(catalog)})"
+            "SELECT snapshot_id, changes_made FROM"
+            f" {_quote(f'__ducklake_metadata_{catalog}')}.ducklake_snapshot_changes"
             f" WHERE snapshot_id > {start} AND snapshot_id <= {end}"
         ).fetchall()
         touching = {
-            (catalog, snapshot) for snapshot, changes in rows if _mentions(changes, table_id)
+            (catalog, snapshot)
+            for snapshot, changes_made in rows
+            if any(t == str(table_id) for _, t in ducklake_window.changed_tables(changes_made))
         }
         snapshots |= touching
         changed += bool(touching)
