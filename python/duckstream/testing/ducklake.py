@@ -53,6 +53,6 @@ def connect_ducklake(directory: str, alias: str = "lake") -> duckdb.DuckDBPyConn
 
 def current_snapshot(con: duckdb.DuckDBPyConnection, catalog: str) -> int:
     """Id of the latest committed snapshot of the DuckLake catalog ``catalog``."""
-    row = con.execute("SELECT max(snapshot_id) FROM ducklake_snapshots(?)", [catalog]).fetchone()
+    row = con.execute("SELECT id FROM ducklake_current_snapshot(?)", [catalog]).fetchone()
     assert row is not None
     return int(row[0])

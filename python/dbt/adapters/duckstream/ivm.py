@@ -602,7 +602,7 @@ def _reading(con: Connection) -> Generator[None]:
 
 
 def _snapshot(con: Connection, catalog: str) -> int:
-    row = con.execute(f"SELECT max(snapshot_id) FROM ducklake_snapshots({_literal(catalog)})")
+    row = con.execute(f"SELECT id FROM ducklake_current_snapshot({_literal(catalog)})")
     return int(row.fetchone()[0])
 
 
