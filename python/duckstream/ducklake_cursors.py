@@ -56,11 +56,20 @@ def record(catalog: str, view: str, cursors: list[tuple[str, str, str]]) -> str:
     )
 
 
+def metadata_database(catalog: str) -> str:
+    """The quoted name of the database holding DuckLake ``catalog``'s metadata tables.
+
+    >>> metadata_database("lake")
+    '"__ducklake_metadata_lake"'
+    """
+    return '"' + f"__ducklake_metadata_{catalog}".replace('"', '""') + '"'
+
+
 def newest_query(catalog: str, view: str, until: str | None = None) -> str:
     """A query of ``(snapshot_id, commit_extra_info)`` of the newest commit of DuckLake
     ``catalog`` that recorded ``view``'s cursors (no row when none did), no newer than the
     snapshot SQL ``until`` when given."""
-    meta = '"' + f"__ducklake_metadata_{catalog}".replace('"', '""') + '"'
+    meta = metadata_database(catalog)
     bound = f" AND snapshot_id <= {until}" if until else ""
     return (
         f"SELECT snapshot_id, commit_extra_info FROM {meta}.ducklake_snapshot_changes"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from duckstream import ducklake_window
+from duckstream import ducklake_cursors, ducklake_window
 from duckstream.cost import SourceEstimate
 from duckstream.errors import RebuildRequired
 from duckstream.plan import IVMPlan
@@ -91,7 +91,7 @@ def _counts_query(window: ducklake_window.Window) -> str:
         )
     ctes, selects = [], []
     for k, (catalog, values) in enumerate(sorted(by_catalog.items())):
-        meta = _quote(f"__ducklake_metadata_{catalog}")
+        meta = ducklake_cursors.metadata_database(catalog)
         w, e, c = f"_w{k}", f"_e{k}", f"_d{k}"
         ctes += [
             f"{w} AS (SELECT * FROM (VALUES {', '.join(values)})"
@@ -143,7 +143,7 @@ def _partial_deletions(
     per data file: the delete file valid at the end against the one valid at the cursor; a
     "partial" delete file keeps the deletions of several snapshots with their snapshot ids,
     so the window's rows are counted in it (a small, positions-only file)."""
-    meta = _quote(f"__ducklake_metadata_{where[0]}")
+    meta = ducklake_cursors.metadata_database(where[0])
     valid = "begin_snapshot <= ? AND (end_snapshot IS NULL OR end_snapshot > ?)"
     files = _rows(
         con,
@@ -206,7 +206,7 @@ def _inlined(
     inlined, and live inlined rows at ``end`` (a small table may live in the catalog whole).
     Live inlined rows of sources whose window touched no inlined data are not counted:
     inlining holds only small inserts."""
-    meta = _quote(f"__ducklake_metadata_{catalog}")
+    meta = ducklake_cursors.metadata_database(catalog)
     inserted = deleted = scanned = live = 0
     names = _rows(
         con,

@@ -199,10 +199,10 @@ def read(con: Any, statement: str, *, pin: bool = False) -> Window:
             since[k] = min(since[k], snapshot)
     second = " UNION ALL ".join(
         f"SELECT {k} AS catalog, s.snapshot_id, c.changes_made"
-        f" FROM {_meta(c)}.ducklake_snapshot AS s"
-        f" LEFT JOIN {_meta(c)}.ducklake_snapshot_changes AS c USING (snapshot_id)"
+        f" FROM {meta}.ducklake_snapshot AS s"
+        f" LEFT JOIN {meta}.ducklake_snapshot_changes AS c USING (snapshot_id)"
         f" WHERE s.snapshot_id >= {since[k]} AND s.snapshot_id <= {ends[k]}"
-        for k, c in enumerate(spec.catalogs)
+        for k, meta in enumerate(map(ducklake_cursors.metadata_database, spec.catalogs))
     )
     log: dict[int, list[tuple[int, str | None]]] = {k: [] for k in ends}
     for catalog, snapshot_id, changes_made in con.execute(second).fetchall():
@@ -232,8 +232,3 @@ def _value(value: Any) -> str:
 
 def _lit(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
-
-
-def _meta(catalog: str) -> str:
-    """The database holding a DuckLake catalog's metadata tables."""
-    return '"' + f"__ducklake_metadata_{catalog}".replace('"', '""') + '"'

@@ -72,12 +72,7 @@ def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
     window = None
     try:
         window = ducklake_window.read(con, pin, pin=True)
-        found = estimate(con, plan, window)
-        report = (
-            decide(found, policy)
-            if isinstance(found, dict)
-            else RefreshReport("full", "auto", found)
-        )
+        report = choose(con, plan, policy, window)
     except RebuildRequired as error:
         report, window = RefreshReport("full", "auto", error.reason), None
     except Exception:
@@ -103,10 +98,16 @@ def _after_pin(plan: IVMPlan, window: ducklake_window.Window) -> int:
 # -- the estimate ------------------------------------------------------------------------
 
 
-def choose(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
-    """Estimate the window's changes from the catalog and decide; runs nothing else."""
+def choose(
+    con: Connection,
+    plan: IVMPlan,
+    policy: Policy,
+    window: ducklake_window.Window | None = None,
+) -> RefreshReport:
+    """Estimate the window's changes from the catalog and decide; runs nothing else.
+    ``window``: the refresh's pinned window, read here when not given."""
     start = time.perf_counter()
-    found = estimate(con, plan)
+    found = estimate(con, plan, window)
     if isinstance(found, str):
         report = RefreshReport("full", "auto", found)
     else:

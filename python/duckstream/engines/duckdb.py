@@ -146,7 +146,7 @@ class DuckLakeEngine(Engine):
         it does not exist (a scalar subquery per source cost a few ms each)."""
         reads = []
         for catalog in sorted({s.catalog for s in self.sources}):
-            meta = f"__ducklake_metadata_{catalog}"
+            meta = ducklake_cursors.metadata_database(catalog)
             wanted = ", ".join(
                 f"({s.index}, {_lit(s.fqn)}, {_lit(s.schema)}, {_lit(s.name)})"
                 for s in self.sources

@@ -135,7 +135,7 @@ def _translated(error: Exception) -> Exception:
         return RebuildRequired(found[0])
     for needle, why in _ICEBERG_REBUILD.items():
         if needle in text:
-            return RebuildRequired(f"duckstream: rebuild required: {why} (Iceberg: {needle})")
+            return RebuildRequired(f"{why} (Iceberg: {needle})")
     return error
 
 
@@ -208,7 +208,7 @@ def refresh(
             if strategy == "incremental" and not rebuild:
                 raise
             report.strategy = "full"
-            report.reason = str(error).removeprefix("duckstream: rebuild required: ")
+            report.reason = error.reason
     if report.strategy == "full":
         run_statements(spark, plan.initialize_cursors)
     report.elapsed = time.perf_counter() - start

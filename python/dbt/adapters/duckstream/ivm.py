@@ -54,7 +54,6 @@ from duckstream.plan import IVMPlan, Naming
 from duckstream.runtime import run_statements
 from duckstream.strategy import Policy, choose
 
-REBUILD_REQUIRED = "duckstream: rebuild required: "
 MODE_IVM = "ivm"
 MODE_RECOMPUTE = "recompute"
 
@@ -436,11 +435,8 @@ def _maintain(
         chosen = f"auto: {report.reason}"
     try:
         run_statements(con, plan.maintain)
-    except Exception as error:
-        text = str(error)
-        if REBUILD_REQUIRED not in text:
-            raise
-        return rebuild(text.split(REBUILD_REQUIRED, 1)[1].splitlines()[0].strip().rstrip("."))
+    except RebuildRequired as error:
+        return rebuild(error.reason)
     with _reading(con):
         after = _cursors(con, request) or before
         if after == before:
@@ -507,7 +503,7 @@ def _window(
         catalog = source.split(".", 1)[0]
         rows = con.execute(
             "SELECT snapshot_id, changes_made FROM"
-            f" {_quote(f'__ducklake_metadata_{catalog}')}.ducklake_snapshot_changes"
+            f" {ducklake_cursors.metadata_database(catalog)}.ducklake_snapshot_changes"
             f" WHERE snapshot_id > {start} AND snapshot_id <= {end}"
         ).fetchall()
         touching = {

@@ -215,7 +215,7 @@ def _maintain(spark: SparkSession, plan: IVMPlan, strategy: str) -> Outcome:
     try:
         values = run_statements(spark, plan.maintain)
     except RebuildRequired as error:
-        return rebuild(str(error).removeprefix("duckstream: rebuild required: "))
+        return rebuild(error.reason)
     flags = {k: v for k, v in values.items() if _CHANGED.search(k)}
     changed = sum(v == "true" for v in flags.values())
     return Outcome(
