@@ -14,7 +14,6 @@ from dbt.adapters.duckdb.credentials import Attachment  # noqa: E402
 
 from dbt.adapters.duckstream import Plugin  # noqa: E402
 from dbt.adapters.duckstream import expand as expand_module  # noqa: E402
-from dbt.adapters.duckstream import locate as locate_module  # noqa: E402
 from dbt.adapters.duckstream.credentials import DuckstreamCredentials  # noqa: E402
 from dbt.adapters.duckstream.expand import catalog_views, expand_views  # noqa: E402
 from dbt.adapters.duckstream.impl import DuckstreamAdapter  # noqa: E402
@@ -26,7 +25,8 @@ from dbt.adapters.duckstream.ivm import (  # noqa: E402
     materialize,
     read_state,
 )
-from dbt.adapters.duckstream.locate import locate  # noqa: E402
+from dbt_duckstream import locate as locate_module  # noqa: E402
+from dbt_duckstream.locate import locate  # noqa: E402
 from duckstream import UnsupportedSQLError, ducklake_cursors  # noqa: E402
 
 TOTALS = (
