@@ -13,14 +13,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dbt.adapters.base import AdapterPlugin
 from dbt.adapters.base.meta import AdapterMeta, available
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt_duckstream.materialize import Backend, materialize
 from dbt_duckstream.model import ModelError, ModelRequest, statement
-from dbt_duckstream.outcome import Outcome
+from dbt_duckstream.outcome import log_line
 from duckstream.errors import DuckstreamError
+
+
+def plugin(adapter: Any, credentials: Any, include_path: str, dependency: str) -> AdapterPlugin:
+    """The ``Plugin`` of a duckstream adapter: ``adapter`` extends the adapter of type
+    ``dependency`` (whose macros it inherits), ships the include project ``dbt_duckstream``
+    (the repository's root ``dbt_project.yml`` and ``macros/``, at ``include_path``).
+
+    dbt treats a project as an adapter's internal one when its name is the plugin's
+    ``project_name``, and does not let models address internal macros by package name; under
+    another ``project_name`` it is loaded as an ordinary package, so ``data_tests:
+    [dbt_duckstream.ivm_equivalent]`` resolves with the adapter alone and no packages.yml.
+    dbt loads the include projects of the profile's adapter (and its dependencies) only, so
+    with both adapters installed there is still one ``dbt_duckstream`` per run.
+    """
+    return AdapterPlugin(
+        adapter=adapter,
+        credentials=credentials,
+        include_path=include_path,
+        dependencies=[dependency],
+        project_name=f"dbt_{adapter.type()}_adapter",
+    )
 
 
 def request_from(relation: Any, compiled_code: str, model: Any, **configs: Any) -> ModelRequest:
@@ -38,15 +60,6 @@ def request_from(relation: Any, compiled_code: str, model: Any, **configs: Any) 
         on_schema_change=configs.get("on_schema_change") or "sync_all_columns",
         strategy=configs.get("strategy") or "auto",
     )
-
-
-def log_line(relation: str, outcome: Outcome) -> str:
-    """The run log's line for one model, e.g. ``"lake"."main"."totals" built: 2 rows, 4 ms``.
-
-    >>> log_line('"lake"."main"."t"', Outcome("up to date", elapsed_ms=3))
-    '"lake"."main"."t" up to date: no source changes, 3 ms'
-    """
-    return f"{relation} {outcome.message()}"
 
 
 class IVMAdapter(metaclass=AdapterMeta):

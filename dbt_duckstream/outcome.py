@@ -66,3 +66,12 @@ class Outcome:
         """The SQL the run executed, as one script (what ``target/run/`` holds)."""
         head = f"-- duckstream: {model}: {self.message()}\n"
         return head + "".join(f"{s.rstrip().rstrip(';')};\n" for s in self.sql)
+
+
+def log_line(relation: str, outcome: Outcome) -> str:
+    """The run log's line for one model, e.g. ``"lake"."main"."totals" built: 2 rows, 4 ms``.
+
+    >>> log_line('"lake"."main"."t"', Outcome("up to date", elapsed_ms=3))
+    '"lake"."main"."t" up to date: no source changes, 3 ms'
+    """
+    return f"{relation} {outcome.message()}"

@@ -152,13 +152,8 @@ class DuckLakeBackend:
 
     def build(self, request: ModelRequest, plan: object, state: State, *, replace: bool) -> None:
         assert isinstance(plan, IVMPlan)
-        strategy.rebuild(
-            self.recording,
-            plan,
-            replace=replace,
-            before_commit=_write_state(request, state),
-            run=_run,
-        )
+        with_state = _write_state(request, state)
+        strategy.rebuild(self.recording, plan, replace=replace, before_commit=with_state, run=_run)
 
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
         assert isinstance(plan, IVMPlan)
@@ -178,12 +173,9 @@ class DuckLakeBackend:
             except Exception:
                 strategy.abandon(self.recording)
                 raise
+            with_state = _write_state(request, state)
             strategy.finish(
-                self.recording,
-                pinned,
-                rebuild_first=first,
-                before_commit=_write_state(request, state),
-                run=_run,
+                self.recording, pinned, rebuild_first=first, before_commit=with_state, run=_run
             )
             return Refreshed("full", reason)
         assert window is not None
