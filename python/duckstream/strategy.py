@@ -107,12 +107,15 @@ def begin(
     strategy: str = "auto",
     policy: Policy | None = None,
     run: Runner = run_statements,
+    *,
+    estimate_unchanged: bool = True,
 ) -> Pinned:
     """Open the refresh's transaction and pin its window (one read of the snapshot log), then
-    choose: ``auto`` estimates from the pinned window (not when no source changed),
-    ``incremental`` maintains, ``full`` rebuilds; a window that cannot be maintained is
-    rebuilt, the report says why. The transaction stays open: :func:`finish` runs the chosen
-    path to its COMMIT, :func:`abandon` rolls it back. ``run`` runs statement lists."""
+    choose: ``auto`` estimates from the pinned window (with ``estimate_unchanged=False`` not
+    when no source changed: the report then has no estimates), ``incremental`` maintains,
+    ``full`` rebuilds; a window that cannot be maintained is rebuilt, the report says why.
+    The transaction stays open: :func:`finish` runs the chosen path to its COMMIT,
+    :func:`abandon` rolls it back. ``run`` runs statement lists."""
     pin = ducklake_window.statement_of(plan.maintain)
     at = plan.maintain.index(pin)
     start = time.perf_counter()
@@ -122,7 +125,7 @@ def begin(
         window = ducklake_window.read(con, pin, pin=True)
         if strategy != "auto":
             report = RefreshReport(strategy, strategy, "requested")
-        elif not window.values["changed"]:
+        elif not estimate_unchanged and not window.values["changed"]:
             report = RefreshReport("incremental", "auto", "no source changed")
         else:
             report = choose(con, plan, policy or Policy(), window)

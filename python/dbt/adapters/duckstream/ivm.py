@@ -157,7 +157,9 @@ class DuckLakeBackend:
 
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
         assert isinstance(plan, IVMPlan)
-        pinned = strategy.begin(self.recording, plan, request.strategy, run=_run)
+        pinned = strategy.begin(
+            self.recording, plan, request.strategy, run=_run, estimate_unchanged=False
+        )
         window = pinned.window
         if window is not None and not pinned.changed:
             strategy.abandon(self.recording)
