@@ -15,9 +15,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: venv
-	$(BIN)/ruff check python tests bench integration_tests
-	$(BIN)/ruff format --check python tests bench integration_tests
-	$(BIN)/ty check python
+	$(BIN)/ruff check python tests bench integration_tests dbt_duckstream
+	$(BIN)/ruff format --check python tests bench integration_tests dbt_duckstream
+	$(BIN)/ty check python dbt_duckstream
 
 test: lint
 	$(BIN)/python -m pytest -q

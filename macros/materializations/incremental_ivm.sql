@@ -2,7 +2,9 @@
   incremental_ivm: a table kept equal to the model's SELECT by applying the sources' DuckLake
   change feed (duckstream). The Python side (adapter.ivm_materialize) decides between
   building, rebuilding and maintaining, and runs its own transaction; this macro only
-  orchestrates hooks, grants and docs around it, as dbt's table materialization does.
+  orchestrates hooks, grants and docs around it, as dbt's table materialization does, and
+  writes the SQL the run executed to target/run/<project>/<model path> (as statement('main')
+  does; the adapter also logs it at debug level in logs/dbt.log).
 
   Configs: ivm_strategy ('auto' | 'incremental' | 'full': per run, estimate the change and
   rebuild when that is cheaper; always maintain; always rebuild), ivm_on_unsupported ('fail' |
@@ -35,6 +37,8 @@
       on_schema_change=config.get('on_schema_change'),
       strategy=config.get('ivm_strategy', 'auto'),
   ) %}
+  {#- the SQL the run executed, where dbt writes a materialization's statement('main') -#}
+  {% do write(outcome['sql']) %}
   {% do store_raw_result('main', message=outcome['message'], code='OK', rows_affected=outcome['rows']) %}
 
   {{ run_hooks(post_hooks, inside_transaction=True) }}

@@ -86,6 +86,7 @@ class Window:
     values: dict[str, Any]
     kinds: dict[str, frozenset[str]] = field(default_factory=dict)
     sources: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # id, cursor, end
+    snapshots: dict[str, frozenset[int]] = field(default_factory=dict)  # that changed a source
 
 
 def changed_tables(changes_made: str | None) -> list[tuple[str, str]]:
@@ -132,6 +133,7 @@ def window_from(
     window["changed"] = False
     all_kinds: dict[str, frozenset[str]] = {}
     bounds: dict[str, tuple[int, int, int]] = {}
+    snapshots_of: dict[str, frozenset[int]] = {}
     expired, altered = [], []
     for i, source in enumerate(spec.sources):
         table_id, cursor = recorded[source]
@@ -146,6 +148,12 @@ def window_from(
             for kind, target in changed_tables(changes_made)
             if target == str(table_id)
         }
+        snapshots_of[source] = frozenset(
+            snapshot_id
+            for snapshot_id, changes_made in snapshots
+            if cursor < snapshot_id <= ends[k]
+            and any(target == str(table_id) for _, target in changed_tables(changes_made))
+        )
         if kinds & ALTER_KINDS:
             altered.append(source)
         all_kinds[source] = frozenset(kinds)
@@ -162,7 +170,7 @@ def window_from(
         raise RebuildRequired(f"cursor snapshot of {min(expired)} was expired")
     if altered:
         raise RebuildRequired(f"source {min(altered)} was altered or recreated")
-    return Window(spec.variable, window, all_kinds, bounds)
+    return Window(spec.variable, window, all_kinds, bounds, snapshots_of)
 
 
 def read(con: Any, statement: str, *, pin: bool = False) -> Window:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from duckstream import ducklake_window
@@ -24,10 +26,24 @@ from duckstream.errors import RebuildRequired
 from duckstream.plan import IVMPlan
 from duckstream.runtime import Connection, run_statements
 
-__all__ = ["STRATEGIES", "Policy", "RefreshReport", "SourceEstimate", "choose", "decide", "refresh"]
+__all__ = [
+    "STRATEGIES",
+    "Pinned",
+    "Policy",
+    "RefreshReport",
+    "SourceEstimate",
+    "abandon",
+    "begin",
+    "choose",
+    "decide",
+    "finish",
+    "rebuild",
+    "refresh",
+]
 
 Strategy = Literal["auto", "incremental", "full"]
 STRATEGIES: tuple[str, ...] = ("auto", "incremental", "full")
+Runner = Callable[[Connection, list[str]], None]
 
 
 def refresh(
@@ -65,28 +81,112 @@ def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
     of the snapshot log, and the estimate sees the snapshot the refresh applies. A window
     that cannot be maintained (no cursors, an expired cursor, an altered source) is rebuilt,
     and the report says why."""
+    pinned = begin(con, plan, "auto", policy)
+    finish(con, pinned)
+    return pinned.report
+
+
+@dataclass
+class Pinned:
+    """A refresh with its transaction open and its window pinned: the path chosen and why
+    (``report``); ``window``: ``None`` when the window cannot be maintained."""
+
+    plan: IVMPlan
+    report: RefreshReport
+    window: ducklake_window.Window | None
+
+    @property
+    def changed(self) -> bool:
+        """Whether a source changed since the cursors (or the window cannot be maintained)."""
+        return self.window is None or bool(self.window.values["changed"])
+
+
+def begin(
+    con: Connection,
+    plan: IVMPlan,
+    strategy: str = "auto",
+    policy: Policy | None = None,
+    run: Runner = run_statements,
+    *,
+    estimate_unchanged: bool = True,
+) -> Pinned:
+    """Open the refresh's transaction and pin its window (one read of the snapshot log), then
+    choose: ``auto`` estimates from the pinned window (with ``estimate_unchanged=False`` not
+    when no source changed: the report then has no estimates), ``incremental`` maintains,
+    ``full`` rebuilds; a window that cannot be maintained is rebuilt, the report says why.
+    The transaction stays open: :func:`finish` runs the chosen path to its COMMIT,
+    :func:`abandon` rolls it back. ``run`` runs statement lists."""
     pin = ducklake_window.statement_of(plan.maintain)
     at = plan.maintain.index(pin)
     start = time.perf_counter()
-    run_statements(con, plan.maintain[:at])  # BEGIN TRANSACTION, as initialize_cursors[0]
+    run(con, plan.maintain[:at])  # BEGIN TRANSACTION, as initialize_cursors[0]
     window = None
     try:
         window = ducklake_window.read(con, pin, pin=True)
-        report = choose(con, plan, policy, window)
+        if strategy != "auto":
+            report = RefreshReport(strategy, strategy, "requested")
+        elif not estimate_unchanged and not window.values["changed"]:
+            report = RefreshReport("incremental", "auto", "no source changed")
+        else:
+            report = choose(con, plan, policy or Policy(), window)
     except RebuildRequired as error:
-        report, window = RefreshReport("full", "auto", error.reason), None
+        report, window = RefreshReport("full", strategy, error.reason), None
     except Exception:
-        with contextlib.suppress(Exception):
-            con.execute("ROLLBACK")
+        abandon(con)
         raise
     report.estimate_seconds = time.perf_counter() - start
-    if report.strategy == "incremental":
-        run_statements(con, plan.maintain[at + 1 :])
+    return Pinned(plan, report, window)
+
+
+def finish(
+    con: Connection,
+    pinned: Pinned,
+    *,
+    rebuild_first: Sequence[str] = (),
+    before_commit: Sequence[str] = (),
+    run: Runner = run_statements,
+) -> None:
+    """Run the rest of the path :func:`begin` chose, to its COMMIT. ``rebuild_first``: run
+    first when rebuilding (e.g. ``plan.create_mv`` to replace the table); ``before_commit``:
+    run in the transaction just before its COMMIT (e.g. a state record)."""
+    plan, window = pinned.plan, pinned.window
+    at = plan.maintain.index(ducklake_window.statement_of(plan.maintain))
+    if pinned.report.strategy == "incremental":
+        rest = plan.maintain[at + 1 :]
     elif window is None:
-        run_statements(con, plan.initialize_cursors[at:])
+        rest = [*rebuild_first, *plan.initialize_cursors[at:]]
     else:  # the pinned window serves the rebuild: same ends, and its sources' live table ids
-        run_statements(con, plan.initialize_cursors[_after_pin(plan, window) :])
-    return report
+        rest = [*rebuild_first, *plan.initialize_cursors[_after_pin(plan, window) :]]
+    commit = max(i for i, s in enumerate(rest) if s.strip().upper() == "COMMIT")
+    run(con, [*rest[:commit], *before_commit, *rest[commit:]])
+
+
+def rebuild(
+    con: Connection,
+    plan: IVMPlan,
+    *,
+    replace: bool = True,
+    before_commit: Sequence[str] = (),
+    run: Runner = run_statements,
+) -> None:
+    """Build the table in one transaction: create the cursors table, create the table anew
+    (``replace``) or keep it, fill it at a pinned snapshot and record the cursors; run
+    ``before_commit`` just before the COMMIT."""
+    steps = plan.initialize_cursors
+    if (
+        len(steps) < 2
+        or not steps[0].strip().upper().startswith("BEGIN")
+        or steps[-1].strip().upper() != "COMMIT"
+    ):
+        raise RuntimeError(f"duckstream: expected a BEGIN ... COMMIT step, got {steps[:1]}")
+    create = [plan.create_mv] if replace else []
+    run(con, [steps[0], plan.create_cursors_table, *create, *steps[1:-1], *before_commit, "COMMIT"])
+
+
+def abandon(con: Connection) -> None:
+    """Roll back the transaction :func:`begin` opened (nothing to do, or a failure)."""
+    with contextlib.suppress(Exception):
+        con.execute("ROLLBACK")
 
 
 def _after_pin(plan: IVMPlan, window: ducklake_window.Window) -> int:

@@ -62,10 +62,18 @@ def test_change_cycles_are_maintained_incrementally(shop: Shop) -> None:
         # the chained model: the only change it sees is its upstream model's (whose docs
         # persist_docs does not rewrite when unchanged)
         assert "from 1 source" in build.nodes["customer_segments"][1]
+    # the SQL each model ran, where dbt writes a materialization's SQL, and in logs/dbt.log
+    run = shop.project / "target/run/duckstream_integration_tests/models/marts"
+    script = (run / "revenue_per_day.sql").read_text()
+    assert script.startswith("-- duckstream: revenue_per_day: incremental: +"), script[:200]
+    assert "ducklake_table_insertions" in script.lower() and "\nCOMMIT;\n" in script
+    assert "-- duckstream: pin window" not in script  # the window as read, plain SQL
+    assert "duckstream SQL of" in (shop.project / "logs/dbt.log").read_text()
     quiet = shop.dbt("run", "--select", "path:models/marts")
     assert quiet.success
     for name, message in messages(quiet).items():
         assert message.startswith("up to date: no source changes"), (name, message)
+    assert (run / "revenue_per_day.sql").read_text().rstrip().endswith("ROLLBACK;")
 
 
 def test_full_refresh_rebuilds_unless_the_model_says_no(shop: Shop) -> None:

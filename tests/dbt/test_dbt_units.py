@@ -14,7 +14,6 @@ from dbt.adapters.duckdb.credentials import Attachment  # noqa: E402
 
 from dbt.adapters.duckstream import Plugin  # noqa: E402
 from dbt.adapters.duckstream import expand as expand_module  # noqa: E402
-from dbt.adapters.duckstream import locate as locate_module  # noqa: E402
 from dbt.adapters.duckstream.credentials import DuckstreamCredentials  # noqa: E402
 from dbt.adapters.duckstream.expand import catalog_views, expand_views  # noqa: E402
 from dbt.adapters.duckstream.impl import DuckstreamAdapter  # noqa: E402
@@ -26,7 +25,8 @@ from dbt.adapters.duckstream.ivm import (  # noqa: E402
     materialize,
     read_state,
 )
-from dbt.adapters.duckstream.locate import locate  # noqa: E402
+from dbt_duckstream import locate as locate_module  # noqa: E402
+from dbt_duckstream.locate import locate  # noqa: E402
 from duckstream import UnsupportedSQLError, ducklake_cursors  # noqa: E402
 
 TOTALS = (
@@ -254,3 +254,31 @@ def test_plugin_ships_the_dbt_duckstream_project() -> None:
 def test_docstring_examples(module) -> None:
     """python/dbt is outside pytest's doctest paths (a namespace package): run them here."""
     assert doctest.testmod(module).failed == 0
+
+
+def test_one_window_read_per_model_run(shop, monkeypatch) -> None:
+    """The change window is read once per run, inside the refresh's transaction; the SQL the
+    run executed comes back with the outcome (for target/run)."""
+    from duckstream import ducklake_window
+
+    materialize(shop, request(strategy="auto"))
+    reads = []
+    real = ducklake_window.read
+
+    def counting(con, statement, **kwargs):
+        reads.append(statement)
+        return real(con, statement, **kwargs)
+
+    monkeypatch.setattr(ducklake_window, "read", counting)
+    quiet = materialize(shop, request(strategy="auto"))
+    assert quiet.action == "up to date" and len(reads) == 1
+    shop.execute("INSERT INTO dl.main.orders VALUES (4, 'cy', 2)")
+    reads.clear()
+    for strategy in ("incremental", "auto", "full"):
+        shop.execute("INSERT INTO dl.main.orders VALUES (5, 'dee', 2)")
+        outcome = materialize(shop, request(strategy=strategy))
+        assert outcome.action in ("incremental", "rebuilt") and len(reads) == 1, strategy
+        assert outcome.sql[0] == "BEGIN TRANSACTION" and "COMMIT" in outcome.sql
+        assert not any(s.startswith(ducklake_window.DIRECTIVE) for s in outcome.sql)
+        reads.clear()
+        assert differences(shop, request()) == []

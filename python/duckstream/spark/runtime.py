@@ -169,6 +169,16 @@ def run_statements(spark: SparkSession, statements: list[str]) -> dict[str, str]
     return run.values
 
 
+_CHANGED = re.compile(r"\.changed_[0-9]+$")
+
+
+def changed_sources(values: dict[str, str]) -> tuple[int, int]:
+    """How many sources a ``maintain`` run found changed, and how many it pinned: from the
+    values :func:`run_statements` returned (the pin's per-source ``changed_<i>`` flags)."""
+    flags = [v for k, v in values.items() if _CHANGED.search(k)]
+    return sum(v == "true" for v in flags), len(flags)
+
+
 def setup(spark: SparkSession, plan: IVMPlan) -> dict[str, str]:
     """Create the cursors table and the view's table, and fill it at pinned snapshots."""
     spark.sql(plan.create_cursors_table)

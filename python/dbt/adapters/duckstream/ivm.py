@@ -1,36 +1,31 @@
-"""What the ``incremental_ivm`` materialization does to one model, on a DuckDB connection.
+"""The DuckDB + DuckLake backend of the ``incremental_ivm`` materialization.
 
-``materialize`` decides between building, rebuilding and maintaining, does it in one
-transaction, and returns an :class:`Outcome` that says what happened and why:
+The decision (build, rebuild or maintain, and why), the state record and the log line are
+the engine-independent core's (:mod:`dbt_duckstream`); this module does what only DuckLake
+does, on the thread's DuckDB connection:
 
-* no table yet, ``--full-refresh``, or a table duckstream did not build: build it from a
-  pinned snapshot and record the cursors;
-* the compiled plan differs from the one the table was built with (model SQL edited, a view
-  it reads redefined, a duckstream upgrade changed the generated SQL): rebuild;
-* otherwise, with ``ivm_strategy='auto'`` (the default), estimate the change from the DuckLake
-  catalog and rebuild when that is cheaper (:mod:`duckstream.strategy`; ``'full'`` always
-  rebuilds, ``'incremental'`` never chooses to), else run the plan's ``maintain``
-  transaction; if it raises ``duckstream: rebuild required: ...`` (a source recreated or
-  altered, the cursor's snapshot expired): rebuild. The log line says which ran and why.
+* **look**: in one read transaction, whether the table and its ``_ivm_state__<model>`` exist,
+  the views of the catalogs (inlined into the model SQL, so a redefined view rebuilds);
+* **refresh**: one transaction, one read of the change window
+  (:func:`duckstream.strategy.begin` pins it; ``auto`` estimates from it): no source changed
+  -> roll back, nothing written; else apply the change feed, or rebuild in place (the
+  estimate says it is cheaper, ``ivm_strategy='full'``, or the window cannot be maintained:
+  a source recreated or altered, an expired cursor snapshot) -- the table and the state
+  atomically with the cursors;
+* **build**: create (or refill in place, same DuckLake table id, so models reading it keep
+  maintaining incrementally) at a pinned snapshot, with the cursors and the state.
 
-A rebuild keeps the table (``DELETE`` and refill, same DuckLake table id, so models reading it
-keep maintaining incrementally) when the table's layout is unchanged, and replaces it
-otherwise. The cursors travel in the commits that build or refresh the table
+The cursors travel in the commits that build or refresh the table
 (:mod:`duckstream.ducklake_cursors`); each model keeps two small tables beside it:
 ``_ivm_cursors__<model>`` (an append-only log of its cursors, never read by duckstream) and
-``_ivm_state__<model>`` (the hash of the plan it was built with, the model SQL and its visible
-columns, read by the ``ivm_equivalent`` test). They are per model because DuckLake refuses
-concurrent commits that modify one table, and dbt runs models in parallel threads.
+``_ivm_state__<model>`` (:class:`dbt_duckstream.model.State`). They are per model because
+DuckLake refuses concurrent commits that modify one table, and dbt runs models in threads.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import sqlglot
@@ -45,232 +40,180 @@ from dbt.adapters.duckstream.expand import (
     name_outputs,
     table_columns,
 )
-from dbt.adapters.duckstream.locate import locate
-from duckstream import ducklake_cursors, ducklake_window
+from dbt_duckstream import equivalence
+from dbt_duckstream.decide import Compiled, Found
+from dbt_duckstream.materialize import Refreshed
+from dbt_duckstream.materialize import materialize as materialize_with
+from dbt_duckstream.model import ModelError, ModelRequest, State, plan_hash
+from dbt_duckstream.outcome import Outcome
+from duckstream import strategy
 from duckstream.compiler import compile_ivm
-from duckstream.errors import RebuildRequired, UnsupportedSQLError, ViewSQLError
-from duckstream.model_configs import config_problem
+from duckstream.errors import UnsupportedSQLError
 from duckstream.plan import IVMPlan, Naming
 from duckstream.runtime import run_statements
-from duckstream.strategy import Policy, choose
 
-MODE_IVM = "ivm"
-MODE_RECOMPUTE = "recompute"
+__all__ = [
+    "DuckLakeBackend",
+    "ModelError",
+    "ModelRequest",
+    "Outcome",
+    "equivalence_sql",
+    "materialize",
+    "read_state",
+]
 
 
 class Connection(Protocol):
     def execute(self, query: str, /, *args: Any, **kwargs: Any) -> Any: ...
 
 
-class ModelError(Exception):
-    """The model cannot be materialized as asked; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class ModelRequest:
-    """One model to materialize: where its table goes and the SQL it is defined by."""
-
-    name: str
-    database: str
-    schema: str
-    identifier: str
-    sql: str
-    raw_sql: str = ""
-    path: str = ""
-    full_refresh: bool = False
-    on_unsupported: str = "fail"
-    on_schema_change: str = "sync_all_columns"
-    strategy: str = "auto"  # ivm_strategy: auto | incremental | full
-
-    @property
-    def table(self) -> str:
-        return _fqn(self.database, self.schema, self.identifier)
-
-    @property
-    def cursors_name(self) -> str:
-        return f"_ivm_cursors__{self.identifier}"
-
-    @property
-    def state_name(self) -> str:
-        return f"_ivm_state__{self.identifier}"
-
-    @property
-    def state_table(self) -> str:
-        return _fqn(self.database, self.schema, self.state_name)
-
-
-@dataclass
-class Outcome:
-    """What one materialization did, for the run log and the run result."""
-
-    action: str  # built | rebuilt | incremental | up to date | recomputed
-    reason: str = ""
-    rows: int | None = None
-    inserted: int = 0
-    deleted: int = 0
-    sources: int = 0
-    sources_changed: int = 0
-    snapshots: int = 0
-    elapsed_ms: float = 0.0
-    replaced: bool = False  # the table is a new table (grants and docs to apply again)
-    warnings: list[str] = field(default_factory=list)
-
-    def message(self) -> str:
-        """One line, e.g. ``incremental: +120 -3 rows from 2 sources, 14 snapshots, 38 ms``."""
-        ms = f"{self.elapsed_ms:.0f} ms"
-        if self.action == "incremental":
-            plural = "s" if self.sources_changed != 1 else ""
-            because = f" ({self.reason})" if self.reason else ""
-            return (
-                f"incremental{because}: +{self.inserted} -{self.deleted} rows"
-                f" from {self.sources_changed}"
-                f" source{plural}, {self.snapshots} snapshot{'s' if self.snapshots != 1 else ''},"
-                f" {ms}"
-            )
-        if self.action == "up to date":
-            return f"up to date: no source changes, {ms}"
-        because = f" ({self.reason})" if self.reason else ""
-        return f"{self.action}{because}: {self.rows} rows, {ms}"
-
-
-@dataclass(frozen=True)
-class State:
-    """The row of ``_ivm_state__<model>``."""
-
-    mode: str
-    plan_hash: str
-    model_sql: str
-    view_sql: str
-    columns: list[str]
-    version: str
-
-
 def materialize(con: Connection, request: ModelRequest) -> Outcome:
-    """Build, rebuild or maintain the table of ``request``; see the module docstring."""
-    started = time.perf_counter()
-    problem = config_problem(
-        request.name, ivm_on_unsupported=request.on_unsupported, ivm_strategy=request.strategy
-    )
-    if problem:
-        raise ModelError(problem)
-    with _reading(con):
-        found = _look(con, request)
-    try:
-        view_sql = expand_views(
-            request.sql, found.views, catalog=request.database, schema=request.schema
-        )
-    except SqlglotError as error:
-        unreadable = UnsupportedSQLError("sql_syntax", f"duckstream cannot read the SQL: {error}")
-        return _timed(_unsupported(con, request, unreadable), started)
-    if _up_to_date(request, found, view_sql):
-        return _timed(Outcome(action="up to date", sources=len(found.cursors or {})), started)
-    try:
-        described = con.execute(f"SELECT * FROM (\n{request.sql}\n) LIMIT 0").description
+    """Build, rebuild or maintain the table of ``request`` (:mod:`dbt_duckstream.materialize`)."""
+    return materialize_with(DuckLakeBackend(con), request)
+
+
+def _run(con: Connection, statements: list[str]) -> None:
+    """The runner (looked up when called: tests replace ``run_statements`` here)."""
+    run_statements(con, statements)
+
+
+class Recording:
+    """``con``, writing down every statement it executes (the SQL a model run ran)."""
+
+    def __init__(self, con: Connection, executed: list[str]) -> None:
+        self.con = con
+        self.executed = executed
+
+    def execute(self, query: str, /, *args: Any, **kwargs: Any) -> Any:
+        self.executed.append(query)
+        return self.con.execute(query, *args, **kwargs)
+
+
+class DuckLakeBackend:
+    """The :class:`dbt_duckstream.materialize.Backend` of a DuckDB connection with the model's
+    DuckLake catalog attached."""
+
+    dialect = "duckdb"
+    version = VERSION
+
+    def __init__(self, con: Connection) -> None:
+        self.con = con
+        self.executed: list[str] = []
+        self.recording = Recording(con, self.executed)
+        self.views: dict[ViewKey, str] = {}
+        self.snapshot = 0  # the catalog's snapshot when the run looked
+
+    def look(self, request: ModelRequest) -> Found:
+        _require_ducklake(self.con, request)
+        with _reading(self.con):
+            names = _existing(self.con, request, [request.identifier, request.state_name])
+            state = _read_state(self.con, request) if request.state_name in names else None
+            self.views = catalog_views(self.con)
+            self.snapshot = _snapshot(self.con, request.database)
+        return Found(table=request.identifier in names, state=state)
+
+    def compile(self, request: ModelRequest) -> tuple[IVMPlan, Compiled]:
+        try:
+            view_sql = expand_views(
+                request.sql, self.views, catalog=request.database, schema=request.schema
+            )
+        except SqlglotError as error:
+            raise UnsupportedSQLError(
+                "sql_syntax", f"duckstream cannot read the SQL: {error}"
+            ) from None
+        described = self.con.execute(f"SELECT * FROM (\n{request.sql}\n) LIMIT 0").description
         plan = compile_ivm(
             name_outputs(view_sql, [d[0] for d in described]),
             mv_name=request.identifier,
             mv_catalog=request.database,
             mv_schema=request.schema,
             naming=Naming(mv_name=request.identifier, cursors_name=request.cursors_name),
-            schema=table_columns(con, view_sql, catalog=request.database, schema=request.schema),
+            schema=table_columns(
+                self.con, view_sql, catalog=request.database, schema=request.schema
+            ),
         )
-    except UnsupportedSQLError as error:
-        return _timed(_unsupported(con, request, error), started)
-    except ViewSQLError as error:
-        unreadable = UnsupportedSQLError("sql_syntax", str(error))
-        return _timed(_unsupported(con, request, unreadable), started)
-    rebuild = _rebuild_reason(con, request, found, plan, view_sql)
-    if rebuild is not None:
-        reason, replace = rebuild
-        outcome = _build(con, request, plan, view_sql, replace=replace, reason=reason)
-    else:
-        assert found.cursors is not None
-        outcome = _maintain(con, request, plan, view_sql, found.cursors, found.snapshot)
-    return _timed(outcome, started)
+        return plan, Compiled(plan_hash(plan), list(plan.output_columns), view_sql)
 
+    def same_layout(self, request: ModelRequest, plan: object) -> bool:
+        """Whether the table's columns (names and types, hidden ones included) are those the
+        plan creates: then a rebuild can refill the table in place."""
+        assert isinstance(plan, IVMPlan)
+        create = sqlglot.parse_one(plan.create_mv, dialect="duckdb")
+        query = create.expression if isinstance(create, exp.Create) else None
+        if query is None:
+            return False
+        wanted = [
+            (name, kind)
+            for name, kind, *_ in self.con.execute(
+                f"DESCRIBE {query.sql(dialect='duckdb')}"
+            ).fetchall()
+        ]
+        return wanted == _column_types(self.con, request)
 
-@dataclass
-class Found:
-    """The model's tables as this run finds them (read in one transaction)."""
+    def build(self, request: ModelRequest, plan: object, state: State, *, replace: bool) -> None:
+        assert isinstance(plan, IVMPlan)
+        with_state = _write_state(request, state)
+        strategy.rebuild(self.recording, plan, replace=replace, before_commit=with_state, run=_run)
 
-    table: bool
-    state: State | None
-    cursors: dict[str, tuple[int, int]] | None  # source -> (table id, snapshot); None: none
-    views: dict[ViewKey, str]
-    snapshot: int  # the catalog's latest snapshot
-    sources_unchanged: bool
-
-
-def _look(con: Connection, request: ModelRequest) -> Found:
-    _require_ducklake(con, request)
-    names = _existing(con, request, [request.identifier, request.state_name])
-    state = _read_state(con, request) if request.state_name in names else None
-    cursors = _cursors(con, request)
-    return Found(
-        table=request.identifier in names,
-        state=state,
-        cursors=cursors,
-        views=catalog_views(con),
-        snapshot=_snapshot(con, request.database),
-        sources_unchanged=bool(cursors) and _sources_unchanged(con, request, cursors or {}),
-    )
-
-
-def _up_to_date(request: ModelRequest, found: Found, view_sql: str) -> bool:
-    """Same SQL, same duckstream, no source change since the cursors: nothing to compile."""
-    return (
-        found.table
-        and not request.full_refresh
-        and found.state is not None
-        and found.state.mode == MODE_IVM
-        and found.state.view_sql == view_sql
-        and found.state.version == VERSION
-        and found.sources_unchanged
-    )
-
-
-def _rebuild_reason(
-    con: Connection, request: ModelRequest, found: Found, plan: IVMPlan, view_sql: str
-) -> tuple[str, bool] | None:
-    """Why the table must be (re)built, and whether it must be replaced; ``None``: maintain."""
-    state = found.state
-    if not found.table:
-        return "first run", True
-    if request.full_refresh:
-        return "full refresh", True
-    if state is None:
-        return "table not built by incremental_ivm", True
-    if state.mode != MODE_IVM:
-        return "was recomputed, now maintainable", True
-    if state.plan_hash != plan_hash(plan):
-        _check_schema_change(request, state, plan)
-        return _why_changed(request, state, view_sql), not _same_layout(con, request, plan)
-    if found.cursors is None:
-        return "no cursors recorded", False
-    return None
-
-
-def _unsupported(con: Connection, request: ModelRequest, error: UnsupportedSQLError) -> Outcome:
-    """Fail naming the construct and its line, or recompute when the model allows it."""
-    where = _where(error, request)
-    if request.on_unsupported == "fail":
-        raise ModelError(
-            f"duckstream cannot maintain model {request.name} incrementally: {error.feature}"
-            f" {where}: {error.message}. Rewrite the model, or set"
-            " config(ivm_on_unsupported='full_refresh') to recompute it on every run."
+    def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
+        assert isinstance(plan, IVMPlan)
+        pinned = strategy.begin(
+            self.recording, plan, request.strategy, run=_run, estimate_unchanged=False
         )
-    outcome = _recompute(con, request)
-    outcome.reason = f"{error.feature} {where} is not maintainable"
-    outcome.warnings.append(
-        f"model {request.name} is recomputed on every run: {error.feature} {where}"
-        f" cannot be maintained incrementally ({error.message})"
-    )
-    return outcome
+        window = pinned.window
+        if window is not None and not pinned.changed:
+            strategy.abandon(self.recording)
+            return Refreshed("none", sources=len(window.sources))
+        report = pinned.report
+        auto = "auto: " if request.strategy == "auto" else ""
+        if report.strategy == "full":
+            reason = "ivm_strategy full" if request.strategy == "full" else auto + report.reason
+            first = [plan.create_cursors_table]
+            try:
+                if not self.same_layout(request, plan):
+                    first.append(plan.create_mv)
+            except Exception:
+                strategy.abandon(self.recording)
+                raise
+            with_state = _write_state(request, state)
+            strategy.finish(
+                self.recording, pinned, rebuild_first=first, before_commit=with_state, run=_run
+            )
+            return Refreshed("full", reason)
+        assert window is not None
+        strategy.finish(self.recording, pinned, run=_run)
+        inserted, deleted = _changes(self.con, request, self.snapshot)
+        touched = {
+            (source.split(".", 1)[0], snapshot)
+            for source, snapshots in window.snapshots.items()
+            for snapshot in snapshots
+        }
+        return Refreshed(
+            "incremental",
+            reason=auto + report.reason if auto else "",
+            sources=len(window.sources),
+            sources_changed=sum(bool(s) for s in window.snapshots.values()),
+            inserted=inserted,
+            deleted=deleted,
+            snapshots=len(touched),
+        )
 
+    def recompute(self, request: ModelRequest, state_of: Callable[[list[str]], State]) -> None:
+        described = self.con.execute(f"SELECT * FROM (\n{request.sql}\n) LIMIT 0").description
+        cursors = _fqn(request.database, request.schema, request.cursors_name)
+        _run(
+            self.recording,
+            [
+                "BEGIN TRANSACTION",
+                f"CREATE OR REPLACE TABLE {_table(request)} AS\n{request.sql}\n",
+                f"DROP TABLE IF EXISTS {cursors}",
+            ]
+            + _write_state(request, state_of([d[0] for d in described]))
+            + ["COMMIT"],
+        )
 
-def plan_hash(plan: IVMPlan) -> str:
-    """Identifies the plan: the SQL that creates, fills and maintains the table."""
-    return _hash([plan.create_mv, plan.initialize_cursors, plan.maintain, plan.query_mv])
+    def count(self, request: ModelRequest) -> int:
+        return int(self.con.execute(f"SELECT count(*) FROM {_table(request)}").fetchone()[0])
 
 
 def read_state(con: Connection, request: ModelRequest) -> State | None:
@@ -281,202 +224,32 @@ def read_state(con: Connection, request: ModelRequest) -> State | None:
         return _read_state(con, request)
 
 
-def _read_state(con: Connection, request: ModelRequest) -> State | None:
-    row = con.execute(
-        f"SELECT mode, plan_hash, model_sql, view_sql, columns, version FROM {request.state_table}"
-    ).fetchone()
-    if row is None:
-        return None
-    mode, plan_h, model_sql, view_sql, columns, version = row
-    return State(mode, plan_h, model_sql, view_sql, json.loads(columns), version)
-
-
 def equivalence_sql(con: Connection, request: ModelRequest, float_digits: int | None = 12) -> str:
-    """A query returning the rows on which the table and a recomputation of its SQL differ.
-
-    Symmetric ``EXCEPT ALL`` over the visible columns (set operations compare NULLs as equal),
-    with a ``_ivm_side`` column saying whether the row is ``missing`` from the table or
-    ``unexpected`` in it. Floating-point columns are compared to ``float_digits`` significant
-    digits (``None``: exactly): a sum of doubles maintained change by change is rounded in
-    another order than a recomputation's. Without state the query returns one row saying so.
-    """
+    """The ``ivm_equivalent`` test's query (:mod:`dbt_duckstream.equivalence`)."""
     state = read_state(con, request)
-    if state is None:
-        note = f"{request.table} has no duckstream state: it was not built by incremental_ivm"
-        return f"SELECT {_literal(note)} AS _ivm_side"
-    types = dict(
-        con.execute(
-            "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ?"
-            " AND schema_name = ? AND table_name = ?",
-            [request.database, request.schema, request.identifier],
-        ).fetchall()
-    )
-    columns = ", ".join(
-        _compared(c, types.get(c, ""), float_digits) + f" AS {_quote(c)}" for c in state.columns
-    )
-    return (
-        f"WITH _ivm_actual AS (SELECT {columns} FROM {request.table}),\n"
-        f"_ivm_expected AS (SELECT {columns} FROM (\n{state.model_sql}\n) AS _ivm_model)\n"
-        "SELECT 'missing' AS _ivm_side, * FROM (SELECT * FROM _ivm_expected"
-        " EXCEPT ALL SELECT * FROM _ivm_actual)\n"
-        "UNION ALL\n"
-        "SELECT 'unexpected' AS _ivm_side, * FROM (SELECT * FROM _ivm_actual"
-        " EXCEPT ALL SELECT * FROM _ivm_expected)"
+    types = dict(_column_types(con, request)) if state is not None else {}
+    return equivalence.equivalence_sql(
+        _table(request), state, types, dialect="duckdb", float_digits=float_digits
     )
 
 
-def _compared(column: str, data_type: str, float_digits: int | None) -> str:
-    """``column`` as compared: doubles rounded to ``float_digits`` significant digits."""
-    name = _quote(column)
-    if float_digits is None or data_type.upper() not in ("DOUBLE", "FLOAT", "REAL"):
-        return name
-    return (
-        f"CASE WHEN {name} = 0 OR NOT isfinite({name}) THEN {name} ELSE round({name},"
-        f" {float_digits} - CAST(ceil(log10(abs({name}))) AS INTEGER)) END"
-    )
-
-
-# -- building ----------------------------------------------------------------------------------
-def _build(
-    con: Connection,
-    request: ModelRequest,
-    plan: IVMPlan,
-    view_sql: str,
-    *,
-    replace: bool,
-    reason: str,
-) -> Outcome:
-    """Fill the table from a pinned snapshot and record the cursors, in one transaction."""
-    body = _transaction_body(plan.initialize_cursors)
-    create = [plan.create_mv] if replace else []
-    state = State(
-        MODE_IVM,
-        plan_hash(plan),
-        request.sql,
-        view_sql,
-        list(plan.output_columns),
-        VERSION,
-    )
-    run_statements(
-        con,
-        ["BEGIN TRANSACTION", plan.create_cursors_table, *create, *body]
-        + _write_state(request, state)
-        + ["COMMIT"],
-    )
-    first = reason == "first run"
-    return Outcome(
-        action="built" if first else "rebuilt",
-        reason="" if first else reason,
-        rows=_count(con, request.table),
-        replaced=replace,
-    )
-
-
-def _recompute(con: Connection, request: ModelRequest) -> Outcome:
-    """Replace the table by the model's result, atomically (the fallback for unsupported SQL)."""
-    columns = [d[0] for d in con.execute(f"SELECT * FROM (\n{request.sql}\n) LIMIT 0").description]
-    state = State(MODE_RECOMPUTE, "", request.sql, request.sql, columns, VERSION)
-    run_statements(
-        con,
-        [
-            "BEGIN TRANSACTION",
-            f"CREATE OR REPLACE TABLE {request.table} AS\n{request.sql}\n",
-            f"DROP TABLE IF EXISTS {_fqn(request.database, request.schema, request.cursors_name)}",
-        ]
-        + _write_state(request, state)
-        + ["COMMIT"],
-    )
-    return Outcome(action="recomputed", rows=_count(con, request.table), replaced=True)
+# -- DuckLake reads ----------------------------------------------------------------------------
+def _read_state(con: Connection, request: ModelRequest) -> State | None:
+    fields = ", ".join(State.FIELDS)
+    cursor = con.execute(f"SELECT {fields} FROM {_state_table(request)}")
+    row = cursor.fetchone()
+    return None if row is None else State.from_record(dict(zip(State.FIELDS, row, strict=True)))
 
 
 def _write_state(request: ModelRequest, state: State) -> list[str]:
-    values = ", ".join(
-        _literal(v)
-        for v in [
-            state.mode,
-            state.plan_hash,
-            state.model_sql,
-            state.view_sql,
-            json.dumps(state.columns),
-            state.version,
-        ]
-    )
+    values = ", ".join(_literal(v) for v in state.record().values())
+    table = _state_table(request)
     return [
-        f"CREATE OR REPLACE TABLE {request.state_table} (mode VARCHAR, plan_hash VARCHAR,"
+        f"CREATE OR REPLACE TABLE {table} (mode VARCHAR, plan_hash VARCHAR,"
         " model_sql VARCHAR, view_sql VARCHAR, columns VARCHAR,"
         " version VARCHAR, built_at TIMESTAMP WITH TIME ZONE)",
-        f"INSERT INTO {request.state_table} VALUES ({values}, now())",
+        f"INSERT INTO {table} VALUES ({values}, now())",
     ]
-
-
-# -- maintaining -------------------------------------------------------------------------------
-def _maintain(
-    con: Connection,
-    request: ModelRequest,
-    plan: IVMPlan,
-    view_sql: str,
-    before: dict[str, tuple[int, int]],
-    snapshot: int,
-) -> Outcome:
-    """Apply the changes since the cursors; rebuild when the strategy or the plan says so."""
-
-    def rebuild(reason: str) -> Outcome:
-        """In place when the table's layout is unchanged, replaced otherwise."""
-        replace = not _same_layout(con, request, plan)
-        return _build(con, request, plan, view_sql, replace=replace, reason=reason)
-
-    chosen = ""
-    if request.strategy == "full":
-        return rebuild("ivm_strategy full")
-    if request.strategy == "auto":
-        report = choose(con, plan, Policy())
-        if report.strategy == "full":
-            return rebuild(f"auto: {report.reason}")
-        chosen = f"auto: {report.reason}"
-    try:
-        run_statements(con, plan.maintain)
-    except RebuildRequired as error:
-        return rebuild(error.reason)
-    with _reading(con):
-        after = _cursors(con, request) or before
-        if after == before:
-            return Outcome(action="up to date", sources=len(before))
-        inserted, deleted = _changes(con, request, snapshot)
-        snapshots, changed = _window(con, before, after)
-    return Outcome(
-        action="incremental",
-        reason=chosen,
-        inserted=inserted,
-        deleted=deleted,
-        sources=len(before),
-        sources_changed=changed,
-        snapshots=snapshots,
-    )
-
-
-def _sources_unchanged(con: Connection, request: ModelRequest, cursors: dict) -> bool:
-    """The window since the cursors holds no change of a source, and can be maintained.
-
-    The cheap check before compiling: when it holds, ``maintain`` would change nothing. The
-    same rules as the refresh's own window (:mod:`duckstream.ducklake_window`).
-    """
-    view = f"{request.database}.{request.schema}.{request.identifier}"
-    spec = ducklake_window.WindowSpec(
-        variable="",
-        view=view,
-        catalogs=sorted({source.split(".", 1)[0] for source in cursors} | {request.database}),
-        sources=sorted(cursors),
-    )
-    try:
-        return not ducklake_window.read(con, spec.statement()).values["changed"]
-    except RebuildRequired:
-        return False
-
-
-def _cursors(con: Connection, request: ModelRequest) -> dict[str, tuple[int, int]] | None:
-    """The model's cursors, from the snapshot its last build or refresh committed."""
-    view = f"{request.database}.{request.schema}.{request.identifier}"
-    return ducklake_cursors.read(con, request.database, view)
 
 
 def _changes(con: Connection, request: ModelRequest, since: int) -> tuple[int, int]:
@@ -492,58 +265,6 @@ def _changes(con: Connection, request: ModelRequest, since: int) -> tuple[int, i
     return int(row[0]), int(row[1])
 
 
-def _window(
-    con: Connection, before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
-) -> tuple[int, int]:
-    """Snapshots in the refresh window that changed a source, and how many sources changed."""
-    snapshots: set[tuple[str, int]] = set()
-    changed = 0
-    for source, (table_id, start) in before.items():
-        end = after.get(source, (table_id, start))[1]
-        catalog = source.split(".", 1)[0]
-        rows = con.execute(
-            "SELECT snapshot_id, changes_made FROM"
-            f" {ducklake_cursors.metadata_database(catalog)}.ducklake_snapshot_changes"
-            f" WHERE snapshot_id > {start} AND snapshot_id <= {end}"
-        ).fetchall()
-        touching = {
-            (catalog, snapshot)
-            for snapshot, changes_made in rows
-            if any(t == str(table_id) for _, t in ducklake_window.changed_tables(changes_made))
-        }
-        snapshots |= touching
-        changed += bool(touching)
-    return len(snapshots), changed
-
-
-# -- helpers -----------------------------------------------------------------------------------
-def _why_changed(request: ModelRequest, state: State, view_sql: str) -> str:
-    if state.model_sql != request.sql:
-        return "model SQL changed"
-    if state.view_sql != view_sql:
-        return "a view the model reads was redefined"
-    if state.version != VERSION:
-        return f"duckstream {state.version} -> {VERSION} compiles the model differently"
-    return "the columns of a table it reads changed"
-
-
-def _check_schema_change(request: ModelRequest, state: State, plan: IVMPlan) -> None:
-    if request.on_schema_change == "fail" and state.columns != list(plan.output_columns):
-        raise ModelError(
-            f"model {request.name}: its columns changed from {state.columns} to"
-            f" {list(plan.output_columns)} and on_schema_change is 'fail'. Run with"
-            " --full-refresh to rebuild it."
-        )
-
-
-def _where(error: UnsupportedSQLError, request: ModelRequest) -> str:
-    line = locate(error, request.sql, request.raw_sql)
-    path = request.path or "the model"
-    if line is None:
-        return f"in {path} or a view it reads"
-    return f"at line {line} of {path}"
-
-
 def _require_ducklake(con: Connection, request: ModelRequest) -> None:
     row = con.execute(
         "SELECT type FROM duckdb_databases() WHERE database_name = ?", [request.database]
@@ -557,23 +278,13 @@ def _require_ducklake(con: Connection, request: ModelRequest) -> None:
         )
 
 
-def _same_layout(con: Connection, request: ModelRequest, plan: IVMPlan) -> bool:
-    """Whether the table's columns (names and types, hidden ones included) are those the plan
-    creates: then a rebuild can refill the table in place."""
-    create = sqlglot.parse_one(plan.create_mv, dialect="duckdb")
-    query = create.expression if isinstance(create, exp.Create) else None
-    if query is None:
-        return False
-    wanted = [
-        (name, kind)
-        for name, kind, *_ in con.execute(f"DESCRIBE {query.sql(dialect='duckdb')}").fetchall()
-    ]
-    current = con.execute(
+def _column_types(con: Connection, request: ModelRequest) -> list[tuple[str, str]]:
+    rows = con.execute(
         "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ?"
         " AND schema_name = ? AND table_name = ? ORDER BY column_index",
         [request.database, request.schema, request.identifier],
     ).fetchall()
-    return wanted == [tuple(row) for row in current]
+    return [(name, kind) for name, kind in rows]
 
 
 def _existing(con: Connection, request: ModelRequest, names: list[str]) -> set[str]:
@@ -602,37 +313,17 @@ def _snapshot(con: Connection, catalog: str) -> int:
     return int(row.fetchone()[0])
 
 
-def _count(con: Connection, table: str) -> int:
-    return int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+def _table(request: ModelRequest) -> str:
+    return _fqn(request.database, request.schema, request.identifier)
 
 
-def _transaction_body(statements: list[str]) -> list[str]:
-    """The statements between a plan step's ``BEGIN`` and ``COMMIT``."""
-    if (
-        len(statements) < 2
-        or not statements[0].strip().upper().startswith("BEGIN")
-        or statements[-1].strip().upper() != "COMMIT"
-    ):
-        raise RuntimeError(f"duckstream: expected a BEGIN ... COMMIT step, got {statements[:1]}")
-    return statements[1:-1]
-
-
-def _timed(outcome: Outcome, started: float) -> Outcome:
-    outcome.elapsed_ms = (time.perf_counter() - started) * 1000
-    return outcome
-
-
-def _hash(parts: list[Any]) -> str:
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+def _state_table(request: ModelRequest) -> str:
+    return _fqn(request.database, request.schema, request.state_name)
 
 
 def _fqn(*parts: str) -> str:
-    return ".".join(_quote(p) for p in parts)
+    return ".".join(equivalence.quote(p, "duckdb") for p in parts)
 
 
 def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+    return equivalence.literal(value, "duckdb")

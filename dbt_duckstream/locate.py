@@ -32,11 +32,13 @@ KINDS: dict[str, tuple[type[exp.Expr], ...]] = {
 }
 
 
-def locate(error: UnsupportedSQLError, compiled_sql: str, raw_sql: str = "") -> int | None:
+def locate(
+    error: UnsupportedSQLError, compiled_sql: str, raw_sql: str = "", dialect: str = "duckdb"
+) -> int | None:
     """Line (1-based) of ``raw_sql`` (or of ``compiled_sql`` if not found there) holding the
     construct ``error`` is about; ``None`` when it is not in the model's own SQL (for example
     in a view the model reads)."""
-    line = _line_in_compiled(error, compiled_sql)
+    line = _line_in_compiled(error, compiled_sql, dialect)
     if line is None:
         return None
     if not raw_sql:
@@ -44,9 +46,9 @@ def locate(error: UnsupportedSQLError, compiled_sql: str, raw_sql: str = "") -> 
     return _map_to_raw(compiled_sql.splitlines()[line - 1], raw_sql, line) or line
 
 
-def _line_in_compiled(error: UnsupportedSQLError, sql: str) -> int | None:
+def _line_in_compiled(error: UnsupportedSQLError, sql: str, dialect: str) -> int | None:
     try:
-        tree = sqlglot.parse_one(sql, dialect="duckdb")
+        tree = sqlglot.parse_one(sql, dialect=dialect)
     except SqlglotError:
         return None
     nodes = list(tree.walk())
@@ -58,7 +60,7 @@ def _line_in_compiled(error: UnsupportedSQLError, sql: str) -> int | None:
     if quoted:
         wanted = _normal(quoted.group(1))
         for node in nodes:
-            if _normal(node.sql(dialect="duckdb")) == wanted:
+            if _normal(node.sql(dialect=dialect)) == wanted:
                 return _first_line(node)
     return None
 

@@ -1,0 +1,138 @@
+"""The adapter methods the ``incremental_ivm`` macros call, the same for both adapters.
+
+``dbt.adapters.duckstream`` (dbt-duckdb's adapter) and ``dbt.adapters.duckstream_spark``
+(dbt-spark's) subclass their dbt adapter and :class:`IVMAdapter`, and give it the engine's
+:class:`~dbt_duckstream.materialize.Backend` (:meth:`IVMAdapter._ivm_backend`) and the
+``ivm_equivalent`` test's query (:meth:`IVMAdapter._ivm_equivalence_sql`). The log line goes
+to dbt's log at info level, and the SQL the model ran at debug level; the macro writes that
+SQL under ``target/run/`` as dbt does for a materialization's ``statement('main')``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dbt.adapters.base import AdapterPlugin
+from dbt.adapters.base.meta import AdapterMeta, available
+from dbt.adapters.events.logging import AdapterLogger
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt_duckstream.materialize import Backend, materialize
+from dbt_duckstream.model import ModelError, ModelRequest, statement
+from dbt_duckstream.outcome import log_line
+from duckstream.errors import DuckstreamError
+
+
+def plugin(adapter: Any, credentials: Any, include_path: str, dependency: str) -> AdapterPlugin:
+    """The ``Plugin`` of a duckstream adapter: ``adapter`` extends the adapter of type
+    ``dependency`` (whose macros it inherits), ships the include project ``dbt_duckstream``
+    (the repository's root ``dbt_project.yml`` and ``macros/``, at ``include_path``).
+
+    dbt treats a project as an adapter's internal one when its name is the plugin's
+    ``project_name``, and does not let models address internal macros by package name; under
+    another ``project_name`` it is loaded as an ordinary package, so ``data_tests:
+    [dbt_duckstream.ivm_equivalent]`` resolves with the adapter alone and no packages.yml.
+    dbt loads the include projects of the profile's adapter (and its dependencies) only, so
+    with both adapters installed there is still one ``dbt_duckstream`` per run.
+    """
+    return AdapterPlugin(
+        adapter=adapter,
+        credentials=credentials,
+        include_path=include_path,
+        dependencies=[dependency],
+        project_name=f"dbt_{adapter.type()}_adapter",
+    )
+
+
+def request_from(relation: Any, compiled_code: str, model: Any, **configs: Any) -> ModelRequest:
+    """The :class:`ModelRequest` of a dbt model (``relation``: its target relation)."""
+    return ModelRequest(
+        name=str(get(model, "name")),
+        database=relation.database or "",
+        schema=relation.schema,
+        identifier=relation.identifier,
+        sql=statement(compiled_code),
+        raw_sql=str(get(model, "raw_code") or ""),
+        path=str(get(model, "original_file_path") or ""),
+        full_refresh=bool(configs.get("full_refresh")),
+        on_unsupported=configs.get("on_unsupported") or "fail",
+        on_schema_change=configs.get("on_schema_change") or "sync_all_columns",
+        strategy=configs.get("strategy") or "auto",
+    )
+
+
+class IVMAdapter(metaclass=AdapterMeta):
+    """Mixed into a dbt adapter class before the dbt adapter it extends."""
+
+    ivm_logger: AdapterLogger
+
+    def _ivm_backend(self) -> Backend:
+        """The engine's backend on this thread's connection."""
+        raise NotImplementedError
+
+    def _ivm_equivalence_sql(self, relation: Any, float_digits: int | None) -> str:
+        raise NotImplementedError
+
+    @available
+    def ivm_materialize(
+        self,
+        relation: Any,
+        compiled_code: str,
+        model: Any,
+        full_refresh: bool = False,
+        on_unsupported: str | None = None,
+        on_schema_change: str | None = None,
+        strategy: str | None = None,
+    ) -> dict[str, Any]:
+        """Build, rebuild or maintain ``relation`` from the model's SQL.
+
+        Returns ``message`` (for the run result), ``rows``, ``replaced`` (the table is new,
+        so grants and docs must be applied again) and ``sql`` (the statements it ran, one
+        script, for ``target/run/``).
+        """
+        request = request_from(
+            relation,
+            compiled_code,
+            model,
+            full_refresh=full_refresh,
+            on_unsupported=on_unsupported,
+            on_schema_change=on_schema_change,
+            strategy=strategy,
+        )
+        try:
+            outcome = materialize(self._ivm_backend(), request)
+        except (ModelError, DuckstreamError) as error:
+            raise DbtRuntimeError(str(error)) from None
+        script = outcome.script(request.name)
+        self.ivm_logger.info(log_line(relation.render(), outcome))
+        self.ivm_logger.debug(f"duckstream SQL of {relation.render()}:\n{script}")
+        for warning in outcome.warnings:
+            self.ivm_logger.warning(warning)
+        return {
+            "message": outcome.message(),
+            "rows": outcome.rows,
+            "replaced": outcome.replaced,
+            "sql": script,
+        }
+
+    @available
+    def ivm_end_transaction(self) -> None:
+        """Commit the transaction dbt has open on this thread, if any (duckstream's
+        statements bring their own; Spark has none, only dbt's bookkeeping)."""
+        connections = self.connections  # ty: ignore[missing-attribute]  (the dbt adapter's)
+        if connections.get_thread_connection().transaction_open:
+            connections.commit()
+
+    @available.parse_none
+    def ivm_equivalence_sql(self, relation: Any, float_digits: int | None = 12) -> str:
+        """The ``ivm_equivalent`` test's query for ``relation``
+        (:mod:`dbt_duckstream.equivalence`)."""
+        return self._ivm_equivalence_sql(relation, float_digits)
+
+
+def get(thing: Any, key: str) -> Any:
+    """``key`` of a dbt node or config, which Jinja hands over as a mapping or an object."""
+    if isinstance(thing, Mapping):
+        return thing.get(key)
+    return getattr(thing, key, None)

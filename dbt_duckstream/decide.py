@@ -1,0 +1,103 @@
+"""Build, rebuild or maintain: the decision for one model run, and its reason.
+
+Pure: the backend says what it found (does the table exist, the :class:`~.model.State` it
+was built with) and compiled (the plan's hash and columns); the decision is the same on
+both engines.
+
+>>> from dbt_duckstream.model import ModelRequest, State
+>>> request = ModelRequest("totals", "lake", "main", "totals", "SELECT 1 AS x")
+>>> decide(request, Found(table=False), Compiled("h", ["x"], request.sql), "1")
+Decision(action='build', reason='first run', replace=True)
+>>> state = State("ivm", "h", request.sql, request.sql, ["x"], "1")
+>>> decide(request, Found(True, state), Compiled("h", ["x"], request.sql), "1").action
+'maintain'
+>>> edited = ModelRequest("totals", "lake", "main", "totals", "SELECT 2 AS x")
+>>> decide(edited, Found(True, state), Compiled("h2", ["x"], edited.sql), "1", lambda: True)
+Decision(action='build', reason='model SQL changed', replace=False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dbt_duckstream.model import MODE_IVM, ModelError, ModelRequest, State
+
+BUILD = "build"  # create (replace) or refill the table, record cursors and state
+MAINTAIN = "maintain"  # refresh it: apply the change feed, or rebuild in place (strategy)
+FIRST_RUN = "first run"
+
+
+@dataclass(frozen=True)
+class Found:
+    """The model's table as the run finds it."""
+
+    table: bool  # it exists
+    state: State | None = None  # the state it was built with, if duckstream built it
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What this run compiled: the plan's hash, its visible columns and the SQL it is of."""
+
+    plan_hash: str
+    columns: list[str]
+    view_sql: str  # the model SQL with the views it reads inlined
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # build | maintain
+    reason: str = ""
+    replace: bool = False  # build: create the table anew (else refill it in place)
+
+
+def decide(
+    request: ModelRequest,
+    found: Found,
+    compiled: Compiled,
+    version: str,
+    same_layout: Callable[[], bool] = lambda: False,
+) -> Decision:
+    """Why the table must be (re)built, and whether replaced; else maintain it.
+
+    ``same_layout``: whether the table's columns are those the plan creates (asked only when
+    the plan changed): a rebuild then refills the table in place, which keeps its identity
+    (DuckLake table id, Iceberg history) and with it the cursors of models reading it.
+    ``ivm_strategy`` is the refresh's business (:func:`dbt_duckstream.materialize`): ``full``
+    rebuilds in place when a source changed, like a rebuild chosen by ``auto``.
+    """
+    state = found.state
+    if not found.table:
+        return Decision(BUILD, FIRST_RUN, replace=True)
+    if request.full_refresh:
+        return Decision(BUILD, "full refresh", replace=True)
+    if state is None:
+        return Decision(BUILD, "table not built by incremental_ivm", replace=True)
+    if state.mode != MODE_IVM:
+        return Decision(BUILD, "was recomputed, now maintainable", replace=True)
+    if state.plan_hash != compiled.plan_hash:
+        check_schema_change(request, state, compiled.columns)
+        return Decision(BUILD, why_changed(request, state, compiled, version), not same_layout())
+    return Decision(MAINTAIN)
+
+
+def why_changed(request: ModelRequest, state: State, compiled: Compiled, version: str) -> str:
+    """Why the plan differs from the one the table was built with."""
+    if state.model_sql != request.sql:
+        return "model SQL changed"
+    if state.view_sql != compiled.view_sql:
+        return "a view the model reads was redefined"
+    if state.version != version:
+        return f"duckstream {state.version} -> {version} compiles the model differently"
+    return "the columns of a table it reads changed"
+
+
+def check_schema_change(request: ModelRequest, state: State, columns: list[str]) -> None:
+    """``on_schema_change='fail'`` stops a run whose model's columns changed."""
+    if request.on_schema_change == "fail" and state.columns != list(columns):
+        raise ModelError(
+            f"model {request.name}: its columns changed from {state.columns} to"
+            f" {list(columns)} and on_schema_change is 'fail'. Run with"
+            " --full-refresh to rebuild it."
+        )

@@ -1,0 +1,77 @@
+"""What one model run did: the run result's message (one log line) and the SQL it ran.
+
+>>> Outcome("built", rows=120, elapsed_ms=40).message()
+'built: 120 rows, 40 ms'
+>>> Outcome("incremental", inserted=12, deleted=3, sources_changed=2, snapshots=4,
+...         elapsed_ms=38).message()
+'incremental: +12 -3 rows from 2 sources, 4 snapshots, 38 ms'
+>>> Outcome("incremental", reason="auto: ...", sources_changed=1, rows=9).message()
+'incremental (auto: ...): from 1 source, 9 rows, 0 ms'
+>>> Outcome("up to date", elapsed_ms=5).message()
+'up to date: no source changes, 5 ms'
+>>> Outcome("rebuilt", reason="model SQL changed", rows=9, elapsed_ms=5).message()
+'rebuilt (model SQL changed): 9 rows, 5 ms'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ACTIONS = ("built", "rebuilt", "incremental", "up to date", "recomputed")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+@dataclass
+class Outcome:
+    """What one materialization did, for the run log and the run result. Counts an engine
+    does not know cheaply are ``None`` and left out of the message."""
+
+    action: str  # one of ACTIONS
+    reason: str = ""
+    rows: int | None = None  # rows of the table after the run
+    inserted: int | None = None  # rows inserted into / deleted from the table (incremental)
+    deleted: int | None = None
+    sources: int = 0
+    sources_changed: int = 0
+    snapshots: int | None = None  # source snapshots the refresh applied
+    elapsed_ms: float = 0.0
+    replaced: bool = False  # the table is a new table (grants and docs to apply again)
+    warnings: list[str] = field(default_factory=list)
+    sql: list[str] = field(default_factory=list)  # the statements the run executed
+
+    def message(self) -> str:
+        """One line, e.g. ``incremental: +120 -3 rows from 2 sources, 14 snapshots, 38 ms``."""
+        ms = f"{self.elapsed_ms:.0f} ms"
+        because = f" ({self.reason})" if self.reason else ""
+        if self.action == "up to date":
+            return f"up to date: no source changes, {ms}"
+        if self.action != "incremental":
+            rows = f"{self.rows} rows" if self.rows is not None else "rows unknown"
+            return f"{self.action}{because}: {rows}, {ms}"
+        parts = []
+        if self.inserted is not None and self.deleted is not None:
+            parts.append(f"+{self.inserted} -{self.deleted} rows")
+        parts.append(f"from {_plural(self.sources_changed, 'source')}")
+        line = " ".join(parts)
+        if self.snapshots is not None:
+            line += f", {_plural(self.snapshots, 'snapshot')}"
+        if self.rows is not None:
+            line += f", {self.rows} rows"
+        return f"incremental{because}: {line}, {ms}"
+
+    def script(self, model: str) -> str:
+        """The SQL the run executed, as one script (what ``target/run/`` holds)."""
+        head = f"-- duckstream: {model}: {self.message()}\n"
+        return head + "".join(f"{s.rstrip().rstrip(';')};\n" for s in self.sql)
+
+
+def log_line(relation: str, outcome: Outcome) -> str:
+    """The run log's line for one model, e.g. ``"lake"."main"."totals" built: 2 rows, 4 ms``.
+
+    >>> log_line('"lake"."main"."t"', Outcome("up to date", elapsed_ms=3))
+    '"lake"."main"."t" up to date: no source changes, 3 ms'
+    """
+    return f"{relation} {outcome.message()}"

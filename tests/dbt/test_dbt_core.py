@@ -1,0 +1,227 @@
+"""The engine-independent dbt core (dbt_duckstream), without dbt: a backend that records calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import pytest
+
+from dbt_duckstream import (
+    Compiled,
+    Found,
+    ModelError,
+    ModelRequest,
+    Outcome,
+    Refreshed,
+    State,
+    decide,
+    materialize,
+    plan_hash,
+)
+from dbt_duckstream.equivalence import equivalence_sql
+from dbt_duckstream.outcome import log_line
+from duckstream.errors import UnsupportedSQLError
+
+SQL = "SELECT customer, count(*) AS n FROM lake.main.orders GROUP BY customer"
+
+
+def request(sql: str = SQL, **kwargs) -> ModelRequest:
+    return ModelRequest("totals", "lake", "main", "totals", sql, **kwargs)
+
+
+def state(sql: str = SQL, plan: str = "h1", version: str = "1", **kwargs) -> State:
+    fields = {"mode": "ivm", "view_sql": sql, "columns": ["customer", "n"]} | kwargs
+    return State(fields["mode"], plan, sql, fields["view_sql"], fields["columns"], version)
+
+
+def compiled(plan: str = "h1", sql: str = SQL, columns: list[str] | None = None) -> Compiled:
+    return Compiled(plan, columns or ["customer", "n"], sql)
+
+
+# -- the decision and its reason -----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("found", "req", "expected"),
+    [
+        (Found(False), request(), ("build", "first run", True)),
+        (Found(True, state()), request(full_refresh=True), ("build", "full refresh", True)),
+        (Found(True, None), request(), ("build", "table not built by incremental_ivm", True)),
+        (
+            Found(True, state(mode="recompute")),
+            request(),
+            ("build", "was recomputed, now maintainable", True),
+        ),
+        (Found(True, state()), request(), ("maintain", "", False)),
+        (Found(True, state()), request(strategy="full"), ("maintain", "", False)),
+    ],
+)
+def test_decision_and_reason(found: Found, req: ModelRequest, expected: tuple) -> None:
+    decision = decide(req, found, compiled(), "1")
+    assert (decision.action, decision.reason, decision.replace) == expected
+
+
+def test_a_changed_plan_rebuilds_in_place_when_the_layout_allows() -> None:
+    edited = request(SQL.replace("GROUP BY", "WHERE n > 1 GROUP BY"))
+    found = Found(True, state())
+    in_place = decide(edited, found, compiled("h2", edited.sql), "1", lambda: True)
+    assert (in_place.reason, in_place.replace) == ("model SQL changed", False)
+    replaced = decide(edited, found, compiled("h2", edited.sql), "1", lambda: False)
+    assert replaced.replace
+    view = decide(request(), found, compiled("h2", "SELECT inlined"), "1")
+    assert view.reason == "a view the model reads was redefined"
+    upgrade = decide(request(), Found(True, state(version="0")), compiled("h2"), "1")
+    assert upgrade.reason == "duckstream 0 -> 1 compiles the model differently"
+    columns = decide(request(), found, compiled("h2"), "1")
+    assert columns.reason == "the columns of a table it reads changed"
+
+
+def test_on_schema_change_fail_stops_only_when_columns_change() -> None:
+    strict = request(on_schema_change="fail")
+    with pytest.raises(ModelError, match="on_schema_change is 'fail'"):
+        decide(strict, Found(True, state()), compiled("h2", columns=["customer", "m"]), "1")
+    assert decide(strict, Found(True, state()), compiled("h2"), "1").action == "build"
+
+
+# -- plan hash, state record, log line -----------------------------------------------------
+@dataclass
+class Plan:
+    create_mv: str = "CREATE TABLE t AS SELECT 1"
+    initialize_cursors: list[str] = field(default_factory=lambda: ["BEGIN", "COMMIT"])
+    maintain: list[str] = field(default_factory=lambda: ["BEGIN", "COMMIT"])
+    query_mv: str = "SELECT * FROM t"
+
+
+def test_plan_hash_is_one_sha256_for_both_engines() -> None:
+    assert len(plan_hash(Plan())) == 64
+    assert plan_hash(Plan()) == plan_hash(Plan())
+    assert plan_hash(Plan()) != plan_hash(Plan(query_mv="SELECT a FROM t"))
+
+
+def test_state_record_round_trips() -> None:
+    built = state()
+    assert State.from_record(built.record()) == built
+    assert State.from_record({"mode": "ivm"}) is None
+
+
+def test_log_lines() -> None:
+    assert log_line('"lake"."main"."t"', Outcome("built", rows=2, elapsed_ms=4)) == (
+        '"lake"."main"."t" built: 2 rows, 4 ms'
+    )
+    spark = Outcome("incremental", reason="auto: x", sources_changed=2, rows=5, elapsed_ms=9)
+    assert spark.message() == "incremental (auto: x): from 2 sources, 5 rows, 9 ms"
+    duck = Outcome("incremental", inserted=1, deleted=0, sources_changed=1, snapshots=1)
+    assert duck.message() == "incremental: +1 -0 rows from 1 source, 1 snapshot, 0 ms"
+    assert Outcome("recomputed", reason="limit at line 2 of m.sql is not maintainable", rows=3)
+
+
+def test_script_is_the_sql_in_order() -> None:
+    outcome = Outcome("built", rows=1, sql=["BEGIN TRANSACTION", "SELECT 1;", "COMMIT"])
+    script = outcome.script("totals")
+    assert script.splitlines() == [
+        "-- duckstream: totals: built: 1 rows, 0 ms",
+        "BEGIN TRANSACTION;",
+        "SELECT 1;",
+        "COMMIT;",
+    ]
+
+
+# -- equivalence SQL -----------------------------------------------------------------------
+def test_equivalence_sql_runs_and_reports_both_sides() -> None:
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE t AS SELECT * FROM (VALUES (1, 0.1::DOUBLE + 0.2::DOUBLE), (2, 1.0::DOUBLE))"
+        " v(k, x)"
+    )
+    model = "SELECT * FROM (VALUES (1, 0.3::DOUBLE), (3, 1.0::DOUBLE)) v(k, x)"
+    built = State("ivm", "h", model, model, ["k", "x"], "1")
+    query = equivalence_sql('"t"', built, {"k": "INTEGER", "x": "DOUBLE"}, dialect="duckdb")
+    assert sorted(con.execute(query).fetchall()) == [("missing", 3, 1.0), ("unexpected", 2, 1.0)]
+    exact = equivalence_sql('"t"', built, {"x": "DOUBLE"}, dialect="duckdb", float_digits=None)
+    assert len(con.execute(exact).fetchall()) == 4  # 0.1 + 0.2 <> 0.3 exactly
+    assert (
+        "no duckstream state"
+        in con.execute(equivalence_sql('"t"', None, {}, dialect="duckdb")).fetchone()[0]
+    )
+    spark = equivalence_sql("`t`", built, {"x": "double"}, dialect="spark")
+    assert "format_string('%.11e', CAST(`x` AS DOUBLE))" in spark
+
+
+# -- materialize over a backend ------------------------------------------------------------
+class FakeBackend:
+    """Records what the core asks of a backend; ``refreshed``: what a refresh does."""
+
+    dialect = "duckdb"
+    version = "1"
+
+    def __init__(self, found: Found, refreshed: Refreshed | None = None, error=None) -> None:
+        self.found = found
+        self.refreshed = refreshed
+        self.error = error
+        self.calls: list[tuple] = []
+        self.executed: list[str] = []
+        self.layout = True
+
+    def look(self, request):
+        return self.found
+
+    def compile(self, request):
+        if self.error:
+            raise self.error
+        return "plan", Compiled("h1", ["customer", "n"], request.sql)
+
+    def same_layout(self, request, plan):
+        return self.layout
+
+    def build(self, request, plan, state, *, replace):
+        self.calls.append(("build", replace, state.plan_hash))
+        self.executed.append("CREATE TABLE ...")
+
+    def refresh(self, request, plan, state):
+        self.calls.append(("refresh", request.strategy))
+        self.executed.append("INSERT INTO ...")
+        return self.refreshed
+
+    def recompute(self, request, state_of):
+        self.calls.append(("recompute", state_of(["customer"]).mode))
+
+    def count(self, request):
+        return 7
+
+
+def test_materialize_builds_then_refreshes() -> None:
+    first = FakeBackend(Found(False))
+    built = materialize(first, request())
+    assert first.calls == [("build", True, "h1")]
+    assert built.message().startswith("built: 7 rows") and built.sql == ["CREATE TABLE ..."]
+    quiet = FakeBackend(Found(True, state()), Refreshed("none", sources=1))
+    assert materialize(quiet, request()).action == "up to date"
+    full = FakeBackend(Found(True, state()), Refreshed("full", "ivm_strategy full"))
+    outcome = materialize(full, request(strategy="full"))
+    assert (outcome.action, outcome.reason, outcome.replaced) == (
+        "rebuilt",
+        "ivm_strategy full",
+        False,
+    )
+    assert full.calls == [("refresh", "full")]
+    incremental = FakeBackend(
+        Found(True, state()), Refreshed("incremental", "", 2, 1, inserted=3, deleted=1)
+    )
+    assert (
+        materialize(incremental, request())
+        .message()
+        .startswith("incremental: +3 -1 rows from 1 source, ")
+    )
+
+
+def test_materialize_unsupported_fails_with_line_or_recomputes() -> None:
+    sql = "select\n  id,\n  row_number() over (order by id) as nth\nfrom lake.main.orders"
+    error = UnsupportedSQLError("window_function", "window functions: `ROW_NUMBER() OVER (...)`")
+    with pytest.raises(ModelError, match="window_function at line 3 of models/m.sql"):
+        materialize(FakeBackend(Found(False), error=error), request(sql, path="models/m.sql"))
+    backend = FakeBackend(Found(False), error=error)
+    outcome = materialize(backend, request(sql, on_unsupported="full_refresh"))
+    assert backend.calls == [("recompute", "recompute")]
+    assert outcome.message().startswith("recomputed (window_function at line 3 of the model")
+    assert outcome.replaced and outcome.warnings
+    with pytest.raises(ModelError, match="ivm_strategy must be one of"):
+        materialize(FakeBackend(Found(False)), request(strategy="sometimes"))
