@@ -87,7 +87,7 @@ ORDERS_MIXED = TableSpec(
 MIXED_CYCLES: list[Cycle] = [
     [[Insert("Orders", ((4, "b", 40),))]],
     [[Update("Orders", '"Größe" = "Größe" + 1', "MyKey = 1")], [Delete("Orders", "MyKey = 2")]],
-    [[Update("Orders", '"Group" = \'c\'', "MyKey = 3")]],
+    [[Update("Orders", "\"Group\" = 'c'", "MyKey = 3")]],
 ]
 
 SCENARIOS: dict[str, Scenario] = {
@@ -102,8 +102,7 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "max_holistic_order_by": Scenario(
         [T_GSA],
-        "SELECT g, max(a) AS hi, count(DISTINCT w) AS nw, sum(DISTINCT s) AS ds"
-        " FROM t GROUP BY g",
+        "SELECT g, max(a) AS hi, count(DISTINCT w) AS nw, sum(DISTINCT s) AS ds FROM t GROUP BY g",
         GSA_CYCLES,
     ),
     "derived_min_count_distinct": Scenario(

@@ -138,25 +138,27 @@ def _qualify_bare_columns(expression: exp.Expr) -> None:
     expand the ones that are aliases of the select list."""
     for select in list(expression.find_all(exp.Select)):
         from_ = select.args.get("from_")
-        if not from_ or select.args.get("joins") or not from_.this.alias_or_name:
-            continue
-        source = from_.this.alias_or_name
-        items = select.expressions
-        aliases = [i.alias.lower() if isinstance(i, exp.Alias) else "" for i in items]
-        every = set(aliases) - {""}
-        places: list[tuple[exp.Column, set[str]]] = []
-        for i, item in enumerate(items):
-            visible = set(aliases[:i]) - {""}
-            places += [(c, visible) for c in _bare_columns(select, item)]
-        for key in ("where", "group", "having"):
-            if node := select.args.get(key):
-                places += [(c, every) for c in _bare_columns(select, node)]
-        # A name read where no alias of it is visible is a column; where both are, the
-        # column wins (DuckDB, Spark).
-        known = {c.name.lower() for c, visible in places if c.name.lower() not in visible}
-        defined: dict[str, exp.Expr] = {}
+        if from_ and not select.args.get("joins") and from_.this.alias_or_name:
+            _resolve_names(select, from_.this.alias_or_name)
 
-        def resolve(column: exp.Column, visible: set[str]) -> None:
+
+def _resolve_names(select: exp.Select, source: str) -> None:
+    items = select.expressions
+    aliases = [i.alias.lower() if isinstance(i, exp.Alias) else "" for i in items]
+    # Each place's bare columns with the aliases visible there: the earlier items' in the
+    # select list, all of them in WHERE, GROUP BY and HAVING.
+    places: list[tuple[list[exp.Column], set[str], int | None]] = [
+        (_bare_columns(select, item), set(aliases[:i]) - {""}, i) for i, item in enumerate(items)
+    ]
+    for key in ("where", "group", "having"):
+        if node := select.args.get(key):
+            places.append((_bare_columns(select, node), set(aliases) - {""}, None))
+    # A name read where no alias of it is visible is a column; where both are, the column
+    # wins (DuckDB, Spark).
+    known = {c.name.lower() for cs, seen, _ in places for c in cs if c.name.lower() not in seen}
+    defined: dict[str, exp.Expr] = {}
+    for columns, visible, index in places:
+        for column in columns:
             name = column.name.lower()
             if name not in visible or name in known:
                 column.set("table", exp.to_identifier(source))
@@ -167,24 +169,17 @@ def _qualify_bare_columns(expression: exp.Expr) -> None:
                 # (sqlglot would give up on it): expanded, in parentheses (a literal would
                 # read as a position in GROUP BY).
                 column.replace(exp.paren(defined[name].copy()))
-
-        for i, item in enumerate(items):
-            visible = set(aliases[:i]) - {""}
-            for column in _bare_columns(select, item):
-                resolve(column, visible)
-            if aliases[i]:
-                defined.setdefault(aliases[i], select.expressions[i].this)
-        for key in ("where", "group", "having"):
-            if node := select.args.get(key):
-                for column in _bare_columns(select, node):
-                    resolve(column, every)
+        if index is not None and aliases[index]:
+            defined.setdefault(aliases[index], select.expressions[index].this)
 
 
 def _bare_columns(select: exp.Select, node: exp.Expr) -> list[exp.Column]:
     return [
         c
         for c in node.find_all(exp.Column)
-        if not c.table and not isinstance(c.this, exp.Star) and c.find_ancestor(exp.Select) is select
+        if not c.table
+        and not isinstance(c.this, exp.Star)
+        and c.find_ancestor(exp.Select) is select
     ]
 
 
