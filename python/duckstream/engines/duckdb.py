@@ -20,6 +20,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream import ducklake_cursors, ducklake_window
+from duckstream.ducklake_names import same_names
 from duckstream.engines.base import MULT, Engine, Source, Version
 
 
@@ -158,7 +159,8 @@ class DuckLakeEngine(Engine):
                 f" LEFT JOIN ({meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s"
                 " ON t.schema_id = s.schema_id AND t.end_snapshot IS NULL"
                 " AND s.end_snapshot IS NULL)"
-                " ON s.schema_name = v.schema_name AND t.table_name = v.table_name"
+                f" ON {same_names('s.schema_name', 'v.schema_name')}"
+                f" AND {same_names('t.table_name', 'v.table_name')}"
             )
         return f"_ivm_ids AS MATERIALIZED ({' UNION ALL '.join(reads)})"
 

@@ -11,6 +11,9 @@ refuses instead of drifting. Ways out for the user: cast first (``CAST(sum(a) AS
 double sums are exact; so is a cast to an explicit DECIMAL(p, s)). DuckDB divides decimals in
 DOUBLE and is not affected; aggregates inside derived tables are recomputed per affected group
 and are not affected either.
+
+**An untyped NULL column** (``SELECT DISTINCT k, NULL AS z``): Spark types it ``void``, which
+an Iceberg table cannot hold. Way out: give it a type, ``CAST(NULL AS STRING) AS z``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ FEATURE = "spark_unsupported"
 def check_view(select: exp.Select, schema: dict | None) -> None:
     """Raise :class:`UnsupportedSQLError` (feature ``spark_unsupported``) for a construct
     this engine cannot maintain exactly."""
+    for item in select.expressions:
+        if isinstance(item.unalias(), exp.Null):
+            raise UnsupportedSQLError(
+                FEATURE,
+                "an untyped NULL column cannot be stored in an Iceberg table (Spark types it"
+                f" void); give it a type, e.g. CAST(NULL AS STRING): `{item.sql()}`",
+            )
     aggregated = select.args.get("group") or any(i.find(exp.AggFunc) for i in select.expressions)
     if not aggregated:
         return

@@ -1,29 +1,72 @@
-"""Inline non-recursive CTEs as derived tables.
+"""Inline non-recursive CTEs as derived tables, with SQL's scoping.
+
+A CTE body sees the CTEs defined before it in the same WITH (and those of enclosing queries),
+not itself nor later ones: inside its own body a CTE's name means the table of that name. A
+WITH nested in a subquery or in a CTE body shadows outer CTEs of the same name for that
+query only. A qualified name (``main.t``) is always a table. Names match case-insensitively,
+as on DuckDB and Spark. A CTE used twice becomes two derived tables.
 
 >>> from sqlglot import parse_one
 >>> inline_ctes(parse_one("WITH c AS (SELECT a FROM t) SELECT a FROM c")).sql()
 'SELECT a FROM (SELECT a FROM t) AS c'
+>>> inline_ctes(parse_one(
+...     "WITH s AS (SELECT id FROM t), r AS (SELECT id FROM s) SELECT id FROM r")).sql()
+'SELECT id FROM (SELECT id FROM (SELECT id FROM t) AS s) AS r'
+>>> inline_ctes(parse_one("WITH t AS (SELECT id FROM t WHERE id > 0) SELECT id FROM t")).sql()
+'SELECT id FROM (SELECT id FROM t WHERE id > 0) AS t'
+>>> inline_ctes(parse_one("WITH c(x) AS (SELECT a FROM t) SELECT c1.x FROM c AS c1, c")).sql()
+'SELECT c1.x FROM (SELECT a FROM t) AS c1(x), (SELECT a FROM t) AS c(x)'
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
+from duckstream.errors import UnsupportedSQLError
+
 
 def inline_ctes(expression: exp.Expr) -> exp.Expr:
-    expression = expression.copy()
-    for select in list(expression.find_all(exp.Select)):
-        with_ = select.args.get("with_")
-        if not with_:
-            continue
-        bodies = {cte.alias_or_name: cte.this for cte in with_.expressions}
-        select.set("with_", None)
+    return _inline(expression.copy(), {})
 
-        def replace(node: exp.Expr, bodies: dict = bodies) -> exp.Expr:
-            if isinstance(node, exp.Table) and not node.args.get("db") and node.name in bodies:
-                alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name))
-                return exp.Subquery(this=inline_ctes(bodies[node.name].copy()), alias=alias.copy())
-            return node
 
-        select.transform(replace, copy=False)
-    return expression
+def _inline(node: exp.Expr, ctes: dict[str, exp.CTE]) -> exp.Expr:
+    """Replace references to ``ctes`` (lower-cased name -> CTE, bodies already inlined) in
+    ``node``, in place, and return the (possibly replaced) node."""
+    with_ = node.args.get("with_")
+    if isinstance(with_, exp.With):
+        if with_.args.get("recursive"):
+            raise UnsupportedSQLError("recursive_cte", "WITH RECURSIVE is not supported")
+        ctes = dict(ctes)
+        for cte in with_.expressions:
+            cte.set("this", _inline(cte.this, ctes))
+            ctes[cte.alias_or_name.lower()] = cte
+        node.set("with_", None)
+    if isinstance(node, exp.Table) and _is_reference(node, ctes):
+        return _derived(node, ctes[node.name.lower()])
+    for key, value in list(node.args.items()):
+        if isinstance(value, exp.Expr):
+            node.set(key, _inline(value, ctes))
+        elif isinstance(value, list):
+            node.set(key, [_inline(v, ctes) if isinstance(v, exp.Expr) else v for v in value])
+    return node
+
+
+def _is_reference(table: exp.Table, ctes: dict[str, exp.CTE]) -> bool:
+    return (
+        not table.args.get("db")
+        and isinstance(table.this, exp.Identifier)
+        and table.name.lower() in ctes
+    )
+
+
+def _derived(table: exp.Table, cte: exp.CTE) -> exp.Subquery:
+    """``(body) AS alias``: the reference's alias (or the CTE's name), with the CTE's column
+    list unless the reference gives its own."""
+    cte_alias = cte.args.get("alias")
+    alias = table.args.get("alias")
+    if alias is None:
+        alias = exp.TableAlias(this=exp.to_identifier(table.name))
+    alias = alias.copy()
+    if not alias.columns and cte_alias is not None and cte_alias.columns:
+        alias.set("columns", [c.copy() for c in cte_alias.columns])
+    return exp.Subquery(this=cte.this.copy(), alias=alias)

@@ -87,6 +87,23 @@ class AggregateSpec:
         """The expression whose value the delta rows must carry (``_ivm_x<index>``)."""
         return None if self.kind in ("count_star", "holistic") else self.arg
 
+    def read_columns(self) -> list[exp.Expr]:
+        """Every column a holistic aggregate reads (its arguments, ORDER BY, ...).
+
+        It takes no value from the delta rows (the group is rescanned), but when the delta is
+        netted by content those columns must be part of the content: an update that changes
+        only them must still reach the group, not cancel out.
+
+        >>> from sqlglot import parse_one
+        >>> node = parse_one("SELECT string_agg(t.a, ',' ORDER BY t.b) FROM t").find(exp.AggFunc)
+        >>> [c.sql() for c in AggregateSpec(node, 0).read_columns()]
+        ['t.a', 't.b']
+        """
+        if self.kind != "holistic":
+            return []
+        columns = {c.sql(): c for c in self.node.find_all(exp.Column)}
+        return [c.copy() for _, c in sorted(columns.items())]
+
     def delta_items(self, x: exp.Expr, m: exp.Expr) -> list[exp.Expr]:
         """Aggregates over the delta rows of one group (x = argument, m = multiplicity)."""
         kind, base = self.kind, self.base

@@ -18,7 +18,7 @@ from sqlglot import exp
 from duckstream.engines.base import MULT, Version
 from duckstream.sinks.aggregates import AggregateSpec
 from duckstream.sinks.base import Sink, col
-from duckstream.tree.aggregate import null_safe_match
+from duckstream.tree.aggregate import grouped, null_safe_match
 from duckstream.tree.base import Block, Context, Term, union_all
 
 COUNT = "_ivm_count"
@@ -122,10 +122,7 @@ class GroupedSink(Sink):
             exp.alias_(exp.cast(exp.Count(this=exp.Star()), exp.DataType.build("bigint")), COUNT)
         )
         items += [i for a in self.aggregates for i in a.state_items()]
-        query = term.select(*items)
-        if self.groups:
-            query = query.group_by(*(g.copy() for g in self.groups))
-        return query
+        return grouped(term.select(*items), self.groups)
 
     def _finish(self, rows: exp.Query, *, keep_empty: bool) -> exp.Select:
         """Visible and hidden columns from rows of state columns, dropping empty groups and
@@ -166,6 +163,16 @@ class GroupedSink(Sink):
         """Per affected group: ``_ivm_g<i>``, ``_ivm_count`` and each aggregate's delta."""
         keys = [f"_ivm_g{i}" for i in range(len(self.groups))]
         xs = {a.index: f"_ivm_x{a.index}" for a in self.aggregates if a.argument() is not None}
+        netted = any(a.needs_netting() for a in self.aggregates)
+        # Netting by content drops rows that cancel out: the content must include every
+        # column an aggregate reads, the holistic ones' too (they are rescanned, so they
+        # need the group to show up, not a value).
+        read = (
+            list({c.sql(): c for a in self.aggregates for c in a.read_columns()}.values())
+            if netted
+            else []
+        )
+        hs = [f"_ivm_h{i}" for i in range(len(read))]
         rows = []
         for term in self.block.delta_terms(self.ctx):
             items = [exp.alias_(g, k) for g, k in zip(self.groups, keys, strict=True)]
@@ -174,11 +181,12 @@ class GroupedSink(Sink):
                 for a in self.aggregates
                 if (arg := a.argument()) is not None
             ]  # type: ignore[arg-type]
+            items += [exp.alias_(c, h) for c, h in zip(read, hs, strict=True)]
             items.append(exp.alias_(term.multiplicity(), MULT))
             rows.append(term.select(*items))
         source: exp.Query = union_all(rows)
-        if any(a.needs_netting() for a in self.aggregates):
-            carried = [*keys, *xs.values()]
+        if netted:
+            carried = [*keys, *xs.values(), *hs]
             source = (
                 exp.select(*carried, exp.alias_(exp.Sum(this=col(MULT)), MULT))
                 .from_(exp.paren(source).as_("_ivm_dv"))

@@ -48,6 +48,11 @@ def spark_type(type_: str) -> str:
     return exp.DataType.build(type_, dialect="duckdb").sql("spark")
 
 
+def spark_name(name: str) -> str:
+    """A column name of a ``TableSpec`` (DuckDB SQL, maybe ``"quoted"``) in Spark SQL."""
+    return sqlglot.parse_one(name, read="duckdb", into=exp.Column).sql("spark")
+
+
 class SparkHarness:
     """Tables and views in an Iceberg namespace ``catalog.schema`` of a Spark session."""
 
@@ -64,7 +69,7 @@ class SparkHarness:
         return f"{self.catalog}.{self.schema}.{table}"
 
     def create(self, table: TableSpec) -> None:
-        columns = ", ".join(f"{c.name} {spark_type(c.type)}" for c in table.columns)
+        columns = ", ".join(f"{spark_name(c.name)} {spark_type(c.type)}" for c in table.columns)
         self.spark.sql(f"CREATE TABLE {self.fqn(table.name)} ({columns}) USING iceberg")
         self.tables[table.name] = table
         if table.rows:

@@ -33,6 +33,39 @@ def null_safe_match(left: Sequence[exp.Expr], right: Sequence[exp.Expr]) -> exp.
     )
 
 
+def grouped(query: exp.Select, groups: Sequence[exp.Expr]) -> exp.Select:
+    """``query GROUP BY groups``, never by position.
+
+    Both engines read an integer literal in GROUP BY as a select-list position, so a constant
+    group key (``SELECT DISTINCT k, 5 AS c``) is left out of GROUP BY: a constant does not
+    split groups, and the select list may use it without grouping by it. Only when every key
+    is constant does the query keep one group *if there are rows*: ``HAVING count(*) > 0``,
+    since without GROUP BY an empty input would give one row.
+
+    >>> from sqlglot import parse_one
+    >>> q = parse_one("SELECT k, 5 AS c FROM t")
+    >>> grouped(q, [parse_one("k"), parse_one("5")]).sql()
+    'SELECT k, 5 AS c FROM t GROUP BY k'
+    >>> grouped(parse_one("SELECT 'x' AS c FROM t"), [parse_one("'x'")]).sql()
+    "SELECT 'x' AS c FROM t HAVING COUNT(*) > 0"
+    """
+    if not groups:
+        return query
+    varying = [g.copy() for g in groups if not is_constant(g)]
+    if varying:
+        return query.group_by(*varying)
+    return query.having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0)))
+
+
+def is_constant(expression: exp.Expr) -> bool:
+    """No column, no aggregate, no subquery: the same value on every row (the view's
+    functions are deterministic, see ``normalize.validate``)."""
+    return not any(
+        isinstance(n, exp.Column | exp.AggFunc | exp.Query | exp.Placeholder)
+        for n in expression.walk()
+    )
+
+
 def group_key_names(count: int) -> list[str]:
     return [f"_ivm_g{i}" for i in range(count)]
 
@@ -113,9 +146,7 @@ class Aggregate(Relation):
         return list(self.names)
 
     def _close(self, term: Term) -> exp.Select:
-        query = term.select(*self.items)
-        if self.groups:
-            query = query.group_by(*(g.copy() for g in self.groups))
+        query = grouped(term.select(*self.items), self.groups)
         if self.having is not None:
             query = query.having(self.having.copy())
         return query

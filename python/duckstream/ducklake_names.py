@@ -1,0 +1,28 @@
+"""How a view's table and schema names find their rows in DuckLake's catalog tables.
+
+DuckDB resolves table and schema names case-insensitively, quoted or not (``orders``,
+``ORDERS`` and ``"Orders"`` are one table; two names differing only in case cannot coexist
+in one schema), and DuckLake's table functions (``ducklake_table_insertions(catalog, schema,
+table, ...)``) do the same. The catalog's metadata tables (``ducklake_table.table_name``,
+``ducklake_schema.schema_name``) store the spelling of the ``CREATE`` statement, so a lookup
+there must compare case-insensitively too, never with ``=``.
+
+>>> same_name("t.table_name", "Orders")
+"lower(t.table_name) = lower('Orders')"
+"""
+
+from __future__ import annotations
+
+
+def same_name(column: str, name: str) -> str:
+    """A predicate: the catalog column ``column`` (SQL) holds ``name`` as DuckDB matches it."""
+    return f"lower({column}) = lower({_lit(name)})"
+
+
+def same_names(left: str, right: str) -> str:
+    """A predicate: two SQL expressions of names match as DuckDB matches names."""
+    return f"lower({left}) = lower({right})"
+
+
+def _lit(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
