@@ -122,8 +122,8 @@ def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) 
         raise _fail("no_source", select, "a view must read at least one table")
     for join in select.args.get("joins") or []:
         side, kind = (join.side or "").upper(), (join.kind or "").upper()
-        if side in ("LEFT", "RIGHT", "FULL") or kind == "OUTER":
-            raise _fail("outer_join", join, f"{side or kind} OUTER JOIN is not supported yet")
+        if kind == "OUTER" and side not in ("LEFT", "RIGHT", "FULL"):
+            raise _fail("outer_join", join, "OUTER JOIN needs LEFT, RIGHT or FULL")
         if kind in ("SEMI", "ANTI", "ASOF", "POSITIONAL"):
             raise _fail(f"{kind.lower()}_join", join, f"{kind} JOIN is not supported")
         if join.args.get("method") and join.method.upper() == "NATURAL" and not has_schema:

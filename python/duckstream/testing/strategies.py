@@ -159,8 +159,11 @@ def select_list(
     return items + [f"{a} AS a{i}" for i, a in enumerate(aggs)], keys
 
 
-def _from_clause(draw, tables_: list[TableSpec]) -> tuple[str, list[str]]:
-    """FROM over ``tables_``, joined on ``k`` in a random syntax; join conditions for WHERE."""
+def _from_clause(draw, tables_: list[TableSpec], outer: bool = False) -> tuple[str, list[str]]:
+    """FROM over ``tables_``, joined on ``k`` in a random syntax; join conditions for WHERE.
+    With ``outer``, also LEFT / RIGHT / FULL joins (see ``_outer_join``)."""
+    if outer:
+        return _outer_from_clause(draw, tables_)
     first = tables_[0].name
     from_, conditions = first, []
     for t in tables_[1:]:
@@ -175,14 +178,62 @@ def _from_clause(draw, tables_: list[TableSpec]) -> tuple[str, list[str]]:
     return from_, conditions
 
 
+OUTER_STYLES = ["left", "right", "full", "inner", "cross", "left_aggregate"]
+
+
+def _outer_from_clause(draw, tables_: list[TableSpec]) -> tuple[str, list[str]]:
+    """A left-deep chain of inner and outer joins: ON an equality of ``k`` with an earlier
+    table (or a non-equi one), sometimes with a conjunct over one side only; USING for the
+    first join; a LEFT JOIN to a per-key aggregate of a table; a comma join only last (a
+    comma binds looser than JOIN)."""
+    from_, conditions = tables_[0].name, []
+    for i, t in enumerate(tables_[1:], start=1):
+        earlier = draw(st.sampled_from(tables_[:i]))
+        style = draw(st.sampled_from(OUTER_STYLES))
+        if style == "cross":
+            if i == len(tables_) - 1 and draw(st.booleans()):
+                from_ += f", {t.name}"
+            else:
+                from_ += f" CROSS JOIN {t.name}"
+            conditions.append(f"{earlier.name}.k = {t.name}.k")
+            continue
+        if style == "left_aggregate":
+            items = ", ".join(f"max({c.name}) AS {c.name}" for c in t.columns[1:])
+            relation = f"(SELECT k, {items} FROM {t.name} GROUP BY k) AS {t.name}"
+            from_ += f" LEFT JOIN {relation} ON {earlier.name}.k = {t.name}.k"
+            continue
+        if i == 1 and draw(st.integers(0, 4)) == 0:
+            from_ += f" {style.upper()} JOIN {t.name} USING (k)"
+            continue
+        on = draw(
+            st.sampled_from(
+                [f"{earlier.name}.k = {t.name}.k"] * 3 + [f"{earlier.name}.k <= {t.name}.k + 1"]
+            )
+        )
+        extra = draw(st.integers(0, 3))
+        if extra == 1:
+            on += " AND " + draw(predicate(_columns([t], qualified=True)))
+        elif extra == 2:
+            on += " AND " + draw(predicate(_columns(tables_[:i], qualified=True)))
+        from_ += f" {style.upper()} JOIN {t.name} ON {on}"
+    return from_, conditions
+
+
 @st.composite
-def views(draw, tables_: list[TableSpec], shape: str | None = None, kind: str | None = None):
+def views(
+    draw,
+    tables_: list[TableSpec],
+    shape: str | None = None,
+    kind: str | None = None,
+    outer: bool = False,
+):
     """A view over ``tables_`` (joined on ``k`` when there are several); ``shape`` (one of
-    SHAPES) and ``kind`` (one of AGGREGATES) focus it on one construct."""
+    SHAPES) and ``kind`` (one of AGGREGATES) focus it on one construct; ``outer`` lets the
+    joins be outer ones."""
     columns = _columns(tables_, qualified=len(tables_) > 1)
     if shape is None:
         shape = "aggregate" if kind else draw(st.sampled_from(SHAPES))
-    from_, conditions = _from_clause(draw, tables_)
+    from_, conditions = _from_clause(draw, tables_, outer)
     if draw(st.booleans()):
         conditions.append(draw(predicate(columns)))
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""

@@ -48,49 +48,101 @@ class Term:
         """``SELECT items FROM ... WHERE ...`` for this term."""
         query = exp.Select(expressions=[i.copy() for i in items])
         query.set("from_", exp.From(this=self.from_.copy()))
-        if self.joins:
-            query.set("joins", [j.copy() for j in self.joins])
-        conditions = [c.copy() for c in self.guards + self.where] + self.semijoin_filters()
+        joins = [j.copy() for j in self.joins]
+        conditions = [c.copy() for c in self.guards + self.where]
+        for place, condition in self.semijoin_filters():
+            if place is None:
+                conditions.append(condition)
+            else:
+                on = joins[place].args.get("on")
+                joins[place].set("on", exp.and_(on, condition) if on else condition)
+        if joins:
+            query.set("joins", joins)
         if conditions:
             query.set("where", exp.Where(this=exp.and_(*conditions)))
         return query
 
-    def semijoin_filters(self) -> list[exp.Expr]:
+    def semijoin_filters(self) -> list[tuple[int | None, exp.Expr]]:
         """For each equality ``d.x = t.y`` between the changed source ``d`` and another
         relation ``t`` of this term (a WHERE or ON conjunct): ``t.y IN (SELECT x FROM
-        <changes>)``. Implied by the join, so the result is the same; but it prunes the scan
-        of ``t`` to the changed keys whatever join order the engine picks (DuckDB otherwise
-        may join two big tables first and scan them whole).
+        <changes>)``, and where it goes (``None``: WHERE, ``i``: the ON of join ``i``).
+        Implied by the equality, so the result is the same; but it prunes the scan of ``t``
+        to the changed keys whatever join order the engine picks (DuckDB otherwise may join
+        two big tables first and scan them whole).
+
+        A filter goes where its equality is, which keeps it implied: into WHERE from WHERE,
+        or from an inner join's ON when ``t`` is never NULL-extended in this term; else into
+        that ON, if ``t`` is the null-supplying side of a LEFT or RIGHT join or the join is
+        inner (DuckDB refuses a subquery on the preserved side or in a FULL join's ON).
 
         >>> from sqlglot import parse_one
         >>> term = Term(parse_one("SELECT * FROM d, t").args["from_"].this,
         ...     where=(parse_one("d.x = t.y AND t.z > 1"),), delta_alias="d",
         ...     delta_rows=parse_one("SELECT * FROM changes"))
-        >>> [f.sql() for f in term.semijoin_filters()]
-        ['t.y IN (SELECT x FROM (SELECT * FROM changes) AS _ivm_d)']
+        >>> [(i, f.sql()) for i, f in term.semijoin_filters()]
+        [(None, 't.y IN (SELECT x FROM (SELECT * FROM changes) AS _ivm_d)')]
+        >>> q = parse_one("SELECT * FROM d LEFT JOIN t ON d.x = t.y")
+        >>> term = Term(q.args["from_"].this, tuple(q.args["joins"]), delta_alias="d",
+        ...     delta_rows=parse_one("SELECT * FROM changes"))
+        >>> [(i, f.sql()) for i, f in term.semijoin_filters()]
+        [(0, 't.y IN (SELECT x FROM (SELECT * FROM changes) AS _ivm_d)')]
         """
         if self.delta_alias is None or self.delta_rows is None:
             return []
-        conjuncts: list[exp.Expr] = []
-        for condition in [*self.where, *(j.args.get("on") for j in self.joins)]:
-            if isinstance(condition, exp.And):
-                conjuncts.extend(condition.flatten())
-            elif condition is not None:
-                conjuncts.append(condition)
-        filters = []
-        for eq in conjuncts:
+        names = [self.from_.alias_or_name] + [j.this.alias_or_name for j in self.joins]
+        nullable: set[str] = set()
+        for i, join in enumerate(self.joins):
+            side = (join.side or "").upper()
+            if side in ("RIGHT", "FULL"):
+                nullable.update(names[: i + 1])
+            if side in ("LEFT", "FULL"):
+                nullable.add(names[i + 1])
+        places: list[tuple[int | None, exp.Expr]] = [
+            (None, c) for w in self.where for c in conjuncts(w)
+        ]
+        places += [(i, c) for i, j in enumerate(self.joins) for c in conjuncts(j.args.get("on"))]
+        filters: list[tuple[int | None, exp.Expr]] = []
+        for place, eq in places:
             if not isinstance(eq, exp.EQ):
                 continue
             sides = [eq.this, eq.expression]
             if not all(isinstance(c, exp.Column) and c.table for c in sides):
                 continue
             for mine, other in (sides, sides[::-1]):
-                if mine.table == self.delta_alias and other.table != self.delta_alias:
-                    keys = exp.select(exp.column(mine.name)).from_(
-                        exp.paren(self.delta_rows.copy()).as_("_ivm_d")
-                    )
-                    filters.append(exp.In(this=other.copy(), query=exp.Subquery(this=keys)))
+                if mine.table != self.delta_alias or other.table == self.delta_alias:
+                    continue
+                if place is not None:
+                    place = _on_or_where(self.joins[place], place, other.table, names, nullable)
+                    if place is False:
+                        continue
+                keys = exp.select(exp.column(mine.name)).from_(
+                    exp.paren(self.delta_rows.copy()).as_("_ivm_d")
+                )
+                filters.append((place, exp.In(this=other.copy(), query=exp.Subquery(this=keys))))
         return filters
+
+
+def _on_or_where(
+    join: exp.Join, index: int, other: str, names: list[str], nullable: set[str]
+) -> int | None | bool:
+    """Where a semi-join filter on ``other`` from an equality in the ON of join ``index``
+    goes: ``None`` (WHERE), ``index`` (that ON) or ``False`` (nowhere)."""
+    side = (join.side or "").upper()
+    if not side:
+        return None if other not in nullable else index
+    if side == "LEFT" and other == names[index + 1]:
+        return index
+    if side == "RIGHT" and other in names[: index + 1]:
+        return index
+    return False
+
+
+def conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
+    if condition is None:
+        return []
+    if isinstance(condition, exp.And):
+        return list(condition.flatten())
+    return [condition]
 
 
 def union_all(queries: list[exp.Select]) -> exp.Query:

@@ -1,29 +1,104 @@
-"""Inner join of the leaves of one FROM clause (comma joins, JOIN ... ON, USING, CROSS).
+"""Joins of the leaves of one FROM clause: inner, LEFT, RIGHT, FULL, CROSS and comma joins.
 
-Delta rule, for leaves R1 .. Rn in FROM order, with signed multiplicities:
+The FROM clause is a left-deep chain ``J_k = J_(k-1) op_k R_k`` (``J_0 = R_0``); each step
+is differentiated on its own, with signed multiplicities, ``_old`` the state at the cursor
+and ``_new`` at the refresh's end snapshot:
 
-    Δ(R1 ⋈ … ⋈ Rn) = Σ_i  R1_new ⋈ … ⋈ R(i-1)_new ⋈ ΔRi ⋈ R(i+1)_old ⋈ … ⋈ Rn_old
+    Δ(J ⋈ R) = ΔJ ⋈ R_old + J_new ⋈ ΔR
+    Δ(J ⟕ R) = ΔJ ⟕ R_old + J_new ⋈ ΔR + L(J_new, R_new) - L(J_new, R_old)
+    Δ(J ⟖ R) = ΔJ ⋈ R_old + J_new ⟖ ΔR + R(J_new, R_old) - R(J_old, R_old)
+    Δ(J ⟗ R) = ΔJ ⟕ R_old + J_new ⟖ ΔR + L(J_new, R_new) - L(J_new, R_old)
+                                       + R(J_new, R_old) - R(J_old, R_old)
 
-``_old`` is the leaf at the cursor, ``_new`` at the refresh's end snapshot. Unlike the
-two-term rule over post-update states, this stays right when partners on both sides change
-in the same window (delete r and its only partner s: the term ΔR ⋈ S_old still sees s).
-Term i keeps the rows' multiplicity of ΔRi and is guarded by "a source under Ri changed", so
-at run time only the terms of changed sources do any work.
+``L(J, R)`` are the rows of ``J`` with no partner in ``R``, NULL-extended (``J ⟕ R`` where
+``R`` is absent), ``R(J, R)`` the rows of ``R`` with no partner in ``J``. A LEFT join is
+linear in its preserved side, so ``J_new ⟕ R_new - J_old ⟕ R_old = ΔJ ⟕ R_old + (J_new ⟕
+R_new - J_new ⟕ R_old)``, and the bracket is the inner part ``J_new ⋈ ΔR`` plus the change of
+the unmatched rows; FULL is LEFT plus the right-unmatched rows (Larson & Zhou, ICDE 2007).
+Only a row of ``J`` with a partner among ΔR's rows can flip between matched and unmatched,
+so the ``L`` terms read only those (``J.a IN (SELECT b FROM ΔR)`` for each equality ``a =
+b`` of the ON clause; without one they read all of ``J``, still exact), and the ``R`` terms
+only the rows of ``R`` with a partner among ΔJ's rows. Absence is tested on a marker column
+the terms add to the null-supplying leaves. For inner chains the rule is the ordered one,
+``Σ_i R1_new ⋈ … ⋈ ΔRi ⋈ R(i+1)_old ⋈ …``, which stays right when partners on both sides
+change in one window (delete r and its only partner s: ``ΔR ⋈ S_old`` still sees s).
+
+Each term is the FROM clause as written with its leaves filled in (a state, the changes, a
+marked state) and some joins evaluated as another kind; ΔJ's terms only ever stand on the
+preserved side of a LEFT or inner join, so their WHERE conditions apply on top unchanged.
+Every term is guarded by "a source under the changed side changed": an unchanged side costs
+nothing at run time.
+
+Example: ``r ⟕ s`` with r = {1}, s = {1} holds (1, 1). Delete s's row: ``J_new ⋈ ΔS`` gives
+(1, 1) at -1 and ``L(J_new, S_new)`` gives (1, NULL) at +1 (``L(J_new, S_old)`` is empty).
 
 >>> from sqlglot import parse_one
->>> q = parse_one("SELECT * FROM r JOIN s ON r.k = s.k")
->>> len(q.args["joins"])
-1
+>>> [join_kind(j) for j in parse_one("SELECT * FROM a LEFT OUTER JOIN b ON a.k = b.k "
+...     "FULL JOIN c ON b.k = c.k, d").args["joins"]]
+['left', 'full', 'inner']
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
-from duckstream.tree.base import Block, Context, Leaf, Term
+from duckstream.tree.base import Block, Context, Leaf, Term, conjuncts, union_all
+
+INNER, LEFT, RIGHT, FULL = "inner", "left", "right", "full"
+MARK = "_ivm_present"
+
+
+def join_kind(join: exp.Join) -> str:
+    """``inner`` (also CROSS and comma joins), ``left``, ``right`` or ``full``."""
+    side = (join.side or "").lower()
+    return side if side in (LEFT, RIGHT, FULL) else INNER
+
+
+def _set_kind(join: exp.Join, kind: str) -> None:
+    join.set("side", None if kind == INNER else kind.upper())
+    join.set("kind", None)
+
+
+def _marked(relation: exp.Expr, alias: str) -> exp.Expr:
+    """``(SELECT *, TRUE AS _ivm_present FROM relation) AS alias``: NULL when NULL-extended."""
+    query = exp.select(exp.Star(), exp.alias_(exp.true(), MARK)).from_(relation)
+    return exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+
+
+def _absent(alias: str) -> exp.Expr:
+    return exp.Is(this=exp.column(MARK, table=alias), expression=exp.null())
+
+
+def _tables(expression: exp.Expr) -> set[str] | None:
+    """The aliases an expression's columns name; ``None`` if one is unqualified or it holds
+    a subquery or an aggregate (then it is no use for restricting rows)."""
+    if expression.find(exp.Query, exp.AggFunc):
+        return None
+    columns = list(expression.find_all(exp.Column))
+    if not columns or any(not c.table for c in columns):
+        return None
+    return {c.table for c in columns}
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A term over the first ``len(relations)`` leaves of the FROM clause."""
+
+    relations: tuple[exp.Expr, ...]
+    kinds: tuple[str, ...]  # how each join step so far is evaluated
+    where: tuple[exp.Expr, ...] = ()
+    mult: exp.Expr | None = None
+    guards: tuple[exp.Expr, ...] = ()
+    delta_alias: str | None = None
+    delta_rows: exp.Expr | None = None
+
+    def extend(self, relation: exp.Expr, kind: str, **changes) -> _Part:
+        return replace(
+            self, relations=self.relations + (relation,), kinds=self.kinds + (kind,), **changes
+        )
 
 
 @dataclass
@@ -37,41 +112,147 @@ class Join(Block):
     def sources(self) -> list[Source]:
         return [s for leaf in self.leaves for s in leaf.sources()]
 
-    def _term(self, relations: list[exp.Expr], **kwargs) -> Term:
+    @property
+    def kinds(self) -> list[str]:
+        return [join_kind(j) for j in self.joins]
+
+    def _term(self, part: _Part) -> Term:
+        relations = part.relations
+
         def fill(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Placeholder):
                 return relations[int(node.name)].copy()
             return node
 
         from_ = self.from_.copy().transform(fill)
-        joins = tuple(j.copy().transform(fill) for j in self.joins)
-        return Term(from_, tuple(j for j in joins if isinstance(j, exp.Join)), **kwargs)
+        joins = []
+        for join, kind in zip(self.joins[: len(relations) - 1], part.kinds, strict=True):
+            filled = join.copy().transform(fill)
+            assert isinstance(filled, exp.Join)
+            if kind != join_kind(join):
+                _set_kind(filled, kind)
+            joins.append(filled)
+        return Term(
+            from_,
+            tuple(joins),
+            where=part.where,
+            mult=part.mult,
+            guards=part.guards,
+            delta_alias=part.delta_alias,
+            delta_rows=part.delta_rows,
+        )
+
+    def _state(self, ctx: Context, version: Version, count: int, marked: bool = False) -> _Part:
+        """The first ``count`` leaves at ``version`` (with markers if ``marked``)."""
+        relations = []
+        for leaf in self.leaves[:count]:
+            relation = leaf.state(ctx, version)
+            relations.append(_marked(relation, leaf.name) if marked else relation)
+        return _Part(tuple(relations), tuple(self.kinds[: count - 1]))
 
     def state_terms(self, ctx: Context, version: Version) -> list[Term]:
-        return [self._term([leaf.state(ctx, version) for leaf in self.leaves])]
+        return [self._term(self._state(ctx, version, len(self.leaves)))]
+
+    def _changed(self, ctx: Context, leaves: list[Leaf]) -> exp.Expr:
+        return exp.paren(
+            exp.or_(*(ctx.engine.changed(s) for leaf in leaves for s in leaf.sources()))
+        )
+
+    def _delta(self, ctx: Context, base: _Part, leaf: Leaf, kind: str | None) -> _Part:
+        """``base op ΔR`` for the leaf ``R`` (``kind`` None: R is the first leaf)."""
+        relation, mult = leaf.delta(ctx)
+        rows = leaf.delta_rows(ctx)
+        return replace(
+            base,
+            relations=base.relations + (relation,),
+            kinds=base.kinds + ((kind,) if kind else ()),
+            mult=mult,
+            guards=(self._changed(ctx, [leaf]),),
+            delta_alias=leaf.name if rows is not None else None,
+            delta_rows=rows,
+        )
+
+    def _equalities(self, k: int) -> list[tuple[exp.Expr, exp.Expr]]:
+        """The ``(a, b)`` of each ON conjunct ``a = b`` of step ``k`` with ``a`` over the
+        leaves before ``k`` and ``b`` over leaf ``k``."""
+        before = {leaf.name for leaf in self.leaves[:k]}
+        mine = {self.leaves[k].name}
+        pairs = []
+        for conjunct in conjuncts(self.joins[k - 1].args.get("on")):
+            if not isinstance(conjunct, exp.EQ):
+                continue
+            for a, b in (
+                (conjunct.this, conjunct.expression),
+                (conjunct.expression, conjunct.this),
+            ):
+                ta, tb = _tables(a), _tables(b)
+                if ta is not None and tb is not None and ta <= before and tb == mine:
+                    pairs.append((a, b))
+        return pairs
 
     def delta_terms(self, ctx: Context) -> list[Term]:
-        terms = []
-        for i, changed_leaf in enumerate(self.leaves):
-            relations = []
-            mult: exp.Expr | None = None
-            for j, leaf in enumerate(self.leaves):
-                if j < i:
-                    relations.append(leaf.state(ctx, Version.NEW))
-                elif j == i:
-                    relation, mult = leaf.delta(ctx)
-                    relations.append(relation)
-                else:
-                    relations.append(leaf.state(ctx, Version.OLD))
-            guard = exp.or_(*(ctx.engine.changed(s) for s in changed_leaf.sources()))
-            rows = changed_leaf.delta_rows(ctx)
-            terms.append(
-                self._term(
-                    relations,
-                    mult=mult,
-                    guards=(exp.paren(guard),),
-                    delta_alias=changed_leaf.name if rows is not None else None,
-                    delta_rows=rows,
+        parts = [self._delta(ctx, _Part((), ()), self.leaves[0], None)]
+        for k in range(1, len(self.leaves)):
+            op, leaf = self.kinds[k - 1], self.leaves[k]
+            pairs = self._equalities(k)
+            new_j = self._state(ctx, Version.NEW, k)
+            extended = [
+                p.extend(leaf.state(ctx, Version.OLD), LEFT if op in (LEFT, FULL) else INNER)
+                for p in parts
+            ]
+            extended.append(self._delta(ctx, new_j, leaf, RIGHT if op in (RIGHT, FULL) else INNER))
+            if op in (LEFT, FULL):
+                # Rows of J_new whose partner set in R changed: unmatched at NEW minus at OLD.
+                changed_keys = [
+                    (a, exp.select(b.copy()).from_(leaf.delta(ctx)[0]), b) for a, b in pairs
+                ]
+                restrict = tuple(
+                    exp.In(this=a.copy(), query=exp.Subquery(this=q)) for a, q, _ in changed_keys
                 )
-            )
-        return terms
+                for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
+                    relation = _marked(leaf.state(ctx, version), leaf.name)
+                    part = new_j.extend(
+                        relation,
+                        LEFT,
+                        where=restrict + (_absent(leaf.name),),
+                        mult=_constant(sign),
+                        guards=(self._changed(ctx, [leaf]),),
+                    )
+                    extended.append(part)
+            if op in (RIGHT, FULL):
+                # Rows of R_old whose partner set in J changed: unmatched at NEW minus at OLD.
+                restrict = ()
+                if pairs:
+                    delta_j = [self._term(p) for p in parts]
+                    restrict = tuple(
+                        exp.In(
+                            this=b.copy(),
+                            query=exp.Subquery(
+                                this=exp.select("_ivm_key").from_(
+                                    exp.paren(
+                                        union_all(
+                                            [t.select(exp.alias_(a, "_ivm_key")) for t in delta_j]
+                                        )
+                                    ).as_("_ivm_dj")
+                                )
+                            ),
+                        )
+                        for a, b in pairs
+                    )
+                for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
+                    j = self._state(ctx, version, k, marked=True)
+                    absent = exp.and_(*(_absent(x.name) for x in self.leaves[:k]))
+                    part = j.extend(
+                        leaf.state(ctx, Version.OLD),
+                        RIGHT,
+                        where=restrict + (absent,),
+                        mult=_constant(sign),
+                        guards=(self._changed(ctx, self.leaves[:k]),),
+                    )
+                    extended.append(part)
+            parts = extended
+        return [self._term(p) for p in parts]
+
+
+def _constant(sign: int) -> exp.Expr:
+    return exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
