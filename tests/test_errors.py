@@ -16,7 +16,8 @@ UNSUPPORTED = {
     "window_function": "SELECT a, row_number() OVER (ORDER BY a) FROM t",
     "limit": "SELECT a FROM t LIMIT 10",
     "nondeterministic_function": "SELECT a, random() AS r FROM t",
-    "outer_join": "SELECT t.a FROM t LEFT JOIN u ON t.a = u.a",
+    "outer_join": "SELECT t.a FROM t, u RIGHT JOIN v ON u.a = v.a",
+    "nested_join": "SELECT t.a FROM t LEFT JOIN (u JOIN v ON u.a = v.a) ON t.a = u.a",
     "set_operation": "SELECT a FROM t UNION SELECT a FROM u",
     "subquery": "SELECT a FROM t WHERE a IN (SELECT a FROM u)",
     "reserved_name": "SELECT _ivm_count FROM t",
@@ -38,6 +39,23 @@ def test_unsupported_construct_is_named(feature):
         compile_ivm(UNSUPPORTED[feature])
     assert raised.value.feature == feature
     assert raised.value.message
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT t.a FROM t LEFT JOIN u USING (a) LEFT JOIN v USING (a)",
+        "SELECT t.a FROM t FULL JOIN u ON t.a = u.a FULL JOIN v USING (a)",
+        "SELECT t.a FROM t, u LEFT JOIN v ON t.a = v.a",
+        "SELECT t.a FROM t LEFT OUTER JOIN u ON t.a = u.a, v FULL JOIN w ON v.a = w.a",
+    ],
+)
+def test_outer_join_shapes_refused(sql):
+    """Outer joins are maintained over a left-deep chain: a comma before one (it binds
+    looser than JOIN) and USING over a merged column are refused, never mis-maintained."""
+    with pytest.raises(UnsupportedSQLError) as raised:
+        compile_ivm(sql)
+    assert raised.value.feature == "outer_join"
 
 
 @pytest.mark.parametrize("sql", ["SELEC a FROM t", "SELECT a FROM", "SELECT (a FROM t", ""])

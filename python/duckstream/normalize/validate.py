@@ -120,10 +120,10 @@ def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) 
         raise _fail("distinct_on", distinct, "DISTINCT ON is not supported")
     if not select.args.get("from_"):
         raise _fail("no_source", select, "a view must read at least one table")
-    for join in select.args.get("joins") or []:
-        side, kind = (join.side or "").upper(), (join.kind or "").upper()
-        if kind == "OUTER" and side not in ("LEFT", "RIGHT", "FULL"):
-            raise _fail("outer_join", join, "OUTER JOIN needs LEFT, RIGHT or FULL")
+    joins = select.args.get("joins") or []
+    _check_outer_joins(joins)
+    for join in joins:
+        kind = (join.kind or "").upper()
         if kind in ("SEMI", "ANTI", "ASOF", "POSITIONAL"):
             raise _fail(f"{kind.lower()}_join", join, f"{kind} JOIN is not supported")
         if join.args.get("method") and join.method.upper() == "NATURAL" and not has_schema:
@@ -137,4 +137,35 @@ def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) 
         if star is not None and after_qualify:
             raise _fail(
                 "star", star, "SELECT * needs the source columns: list them or pass schema="
+            )
+
+
+def _check_outer_joins(joins: list[exp.Join]) -> None:
+    """Outer joins are maintained over a left-deep chain of joins; refuse what is not one,
+    or what sqlglot's USING rewrite gets wrong."""
+    comma, outer = None, False
+    for i, join in enumerate(joins):
+        side, kind = (join.side or "").upper(), (join.kind or "").upper()
+        if isinstance(join.this, exp.Subquery) and not isinstance(join.this.this, exp.Query):
+            raise _fail("nested_join", join, "a parenthesized join in FROM is not supported")
+        if side in ("LEFT", "RIGHT", "FULL"):
+            outer = True
+            if comma is not None:
+                raise _fail(
+                    "outer_join",
+                    join,
+                    f"a comma join (`, {comma.this.sql()}`) before an outer join binds looser "
+                    "than JOIN: write CROSS JOIN or JOIN ... ON instead",
+                )
+        elif kind == "OUTER":
+            raise _fail("outer_join", join, "OUTER JOIN needs LEFT, RIGHT or FULL")
+        elif not side and not kind and not join.args.get("on") and not join.args.get("using"):
+            comma = comma or join
+        natural = (join.method or "").upper() == "NATURAL"
+        if outer and i > 0 and (join.args.get("using") or natural):
+            raise _fail(
+                "outer_join",
+                join,
+                "USING or NATURAL after an outer join, with more than two tables, names a "
+                "merged column: write the join condition with ON",
             )

@@ -81,6 +81,8 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
     block: Block = Join(exp.From(this=from_).this, tuple(new_joins), leaves)
     if len(leaves) > 1:
         ctx.features.add("join")
+        if any(j.side for j in new_joins):
+            ctx.features.add("outer_join")
         if len({s.fqn for s in block.sources()}) < len(block.sources()):
             ctx.features.add("self_join")
     where = select.args.get("where")
