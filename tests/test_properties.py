@@ -21,9 +21,12 @@ from duckstream.testing.strategies import AGGREGATES, SHAPES, cycles, tables, vi
 
 
 @st.composite
-def scenarios(draw, table_count: int, shape: str | None = None, kind: str | None = None):
+def scenarios(
+    draw, table_count: int, shape: str | None = None, kind: str | None = None, outer=False
+):
     tables_ = draw(tables(table_count))
-    view_sql, cycles_ = draw(views(tables_, shape, kind)), draw(cycles(tables_))
+    view_sql = draw(views(tables_, shape, kind, outer=outer))
+    cycles_ = draw(cycles(tables_))
     # With the sources' schema (as dbt passes it) columns are qualified, change reads name
     # only the columns used and delta terms get semi-join filters: both paths must be exact.
     known_schema = draw(st.booleans())
@@ -63,4 +66,16 @@ def test_two_table_joins_with_simultaneous_changes(scenario):
 
 @given(scenarios(3))
 def test_three_table_joins(scenario):
+    check(scenario)
+
+
+@pytest.mark.parametrize("shape", ["project", "derived", "aggregate", "distinct"])
+def test_two_table_outer_joins(shape):
+    """LEFT / RIGHT / FULL joins (mixed with inner and CROSS joins, ON conditions over one
+    side, USING, a LEFT JOIN to a per-key aggregate) under each kind of view."""
+    given(scenarios(2, shape=shape, outer=True))(check)()
+
+
+@given(scenarios(3, outer=True))
+def test_three_table_outer_joins(scenario):
     check(scenario)

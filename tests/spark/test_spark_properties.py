@@ -43,3 +43,9 @@ def test_single_table_views_on_spark(spark, scenario):
 @given(scenario=scenarios(2))
 def test_two_table_joins_with_simultaneous_changes_on_spark(spark, scenario):
     _run(spark, scenario)
+
+
+@settings(max_examples=EXAMPLES)
+@given(scenario=scenarios(2, outer=True))
+def test_two_table_outer_joins_on_spark(spark, scenario):
+    _run(spark, scenario)

@@ -89,6 +89,7 @@ class _Part:
 
     relations: tuple[exp.Expr, ...]
     kinds: tuple[str, ...]  # how each join step so far is evaluated
+    on: tuple[exp.Expr | None, ...] = ()  # per join step: a conjunct added to its ON
     where: tuple[exp.Expr, ...] = ()
     mult: exp.Expr | None = None
     guards: tuple[exp.Expr, ...] = ()
@@ -97,7 +98,11 @@ class _Part:
 
     def extend(self, relation: exp.Expr, kind: str, **changes) -> _Part:
         return replace(
-            self, relations=self.relations + (relation,), kinds=self.kinds + (kind,), **changes
+            self,
+            relations=self.relations + (relation,),
+            kinds=self.kinds + (kind,),
+            on=self.on + (None,),
+            **changes,
         )
 
 
@@ -126,11 +131,14 @@ class Join(Block):
 
         from_ = self.from_.copy().transform(fill)
         joins = []
-        for join, kind in zip(self.joins[: len(relations) - 1], part.kinds, strict=True):
+        steps = zip(self.joins[: len(relations) - 1], part.kinds, part.on, strict=True)
+        for join, kind, extra in steps:
             filled = join.copy().transform(fill)
             assert isinstance(filled, exp.Join)
             if kind != join_kind(join):
                 _set_kind(filled, kind)
+            if extra is not None:
+                filled.set("on", exp.and_(filled.args.get("on"), extra.copy()))
             joins.append(filled)
         return Term(
             from_,
@@ -148,7 +156,7 @@ class Join(Block):
         for leaf in self.leaves[:count]:
             relation = leaf.state(ctx, version)
             relations.append(_marked(relation, leaf.name) if marked else relation)
-        return _Part(tuple(relations), tuple(self.kinds[: count - 1]))
+        return _Part(tuple(relations), tuple(self.kinds[: count - 1]), (None,) * (count - 1))
 
     def state_terms(self, ctx: Context, version: Version) -> list[Term]:
         return [self._term(self._state(ctx, version, len(self.leaves)))]
@@ -166,6 +174,7 @@ class Join(Block):
             base,
             relations=base.relations + (relation,),
             kinds=base.kinds + ((kind,) if kind else ()),
+            on=base.on + ((None,) if kind else ()),
             mult=mult,
             guards=(self._changed(ctx, [leaf]),),
             delta_alias=leaf.name if rows is not None else None,
@@ -194,7 +203,6 @@ class Join(Block):
         parts = [self._delta(ctx, _Part((), ()), self.leaves[0], None)]
         for k in range(1, len(self.leaves)):
             op, leaf = self.kinds[k - 1], self.leaves[k]
-            pairs = self._equalities(k)
             new_j = self._state(ctx, Version.NEW, k)
             extended = [
                 p.extend(leaf.state(ctx, Version.OLD), LEFT if op in (LEFT, FULL) else INNER)
@@ -202,56 +210,83 @@ class Join(Block):
             ]
             extended.append(self._delta(ctx, new_j, leaf, RIGHT if op in (RIGHT, FULL) else INNER))
             if op in (LEFT, FULL):
-                # Rows of J_new whose partner set in R changed: unmatched at NEW minus at OLD.
-                changed_keys = [
-                    (a, exp.select(b.copy()).from_(leaf.delta(ctx)[0]), b) for a, b in pairs
-                ]
-                restrict = tuple(
-                    exp.In(this=a.copy(), query=exp.Subquery(this=q)) for a, q, _ in changed_keys
-                )
-                for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
-                    relation = _marked(leaf.state(ctx, version), leaf.name)
-                    part = new_j.extend(
-                        relation,
-                        LEFT,
-                        where=restrict + (_absent(leaf.name),),
-                        mult=_constant(sign),
-                        guards=(self._changed(ctx, [leaf]),),
-                    )
-                    extended.append(part)
+                extended += self._unmatched_left(ctx, k, new_j)
             if op in (RIGHT, FULL):
-                # Rows of R_old whose partner set in J changed: unmatched at NEW minus at OLD.
-                restrict = ()
-                if pairs:
-                    delta_j = [self._term(p) for p in parts]
-                    restrict = tuple(
-                        exp.In(
-                            this=b.copy(),
-                            query=exp.Subquery(
-                                this=exp.select("_ivm_key").from_(
-                                    exp.paren(
-                                        union_all(
-                                            [t.select(exp.alias_(a, "_ivm_key")) for t in delta_j]
-                                        )
-                                    ).as_("_ivm_dj")
-                                )
-                            ),
-                        )
-                        for a, b in pairs
-                    )
-                for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
-                    j = self._state(ctx, version, k, marked=True)
-                    absent = exp.and_(*(_absent(x.name) for x in self.leaves[:k]))
-                    part = j.extend(
-                        leaf.state(ctx, Version.OLD),
-                        RIGHT,
-                        where=restrict + (absent,),
-                        mult=_constant(sign),
-                        guards=(self._changed(ctx, self.leaves[:k]),),
-                    )
-                    extended.append(part)
+                extended += self._unmatched_right(ctx, k, parts)
             parts = extended
         return [self._term(p) for p in parts]
+
+    def _unmatched_left(self, ctx: Context, k: int, new_j: _Part) -> list[_Part]:
+        """``L(J_new, R_new) - L(J_new, R_old)`` for the rows of J_new with a partner key
+        among ΔR's rows."""
+        leaf = self.leaves[k]
+        pairs = self._equalities(k)
+        keys = [exp.select(b.copy()).from_(leaf.delta(ctx)[0]) for _, b in pairs]
+        parts = []
+        for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
+            where = tuple(_in(ctx, a, q) for (a, _), q in zip(pairs, keys, strict=True))
+            # The same keys prune R's scan: for J's rows kept, a partner's b equals their a.
+            on = [_in(ctx, b, q) for (_, b), q in zip(pairs, keys, strict=True)]
+            part = new_j.extend(
+                _marked(leaf.state(ctx, version), leaf.name),
+                LEFT,
+                where=where + (_absent(leaf.name),),
+                mult=_constant(sign),
+                guards=(self._changed(ctx, [leaf]),),
+            )
+            parts.append(self._pruned(ctx, part, on))
+        return parts
+
+    def _unmatched_right(self, ctx: Context, k: int, delta_j: list[_Part]) -> list[_Part]:
+        """``R(J_new, R_old) - R(J_old, R_old)`` for the rows of R_old with a partner key
+        among ΔJ's rows."""
+        pairs = self._equalities(k)
+        terms = [self._term(p) for p in delta_j] if pairs else []
+        keys = [
+            exp.select("_ivm_key").from_(
+                exp.paren(union_all([t.select(exp.alias_(a, "_ivm_key")) for t in terms])).as_(
+                    "_ivm_dj"
+                )
+            )
+            for a, _ in pairs
+        ]
+        absent = exp.and_(*(_absent(x.name) for x in self.leaves[:k]))
+        parts = []
+        for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
+            where = tuple(_in(ctx, b, q) for (_, b), q in zip(pairs, keys, strict=True))
+            on = [_in(ctx, a, q) for (a, _), q in zip(pairs, keys, strict=True)]
+            part = self._state(ctx, version, k, marked=True).extend(
+                self.leaves[k].state(ctx, Version.OLD),
+                RIGHT,
+                where=where + (absent,),
+                mult=_constant(sign),
+                guards=(self._changed(ctx, self.leaves[:k]),),
+            )
+            parts.append(self._pruned(ctx, part, on))
+        return parts
+
+    @staticmethod
+    def _pruned(ctx: Context, part: _Part, conditions: list[exp.Expr]) -> _Part:
+        """``part`` with ``conditions`` added to its last join's ON (on engines that take a
+        subquery there: DuckDB, on the null-supplying side of a LEFT or RIGHT join)."""
+        if not conditions or not ctx.engine.changes_are_materialized:
+            return part
+        return replace(part, on=part.on[:-1] + (exp.and_(*conditions),))
+
+
+def _in(ctx: Context, expression: exp.Expr, query: exp.Select) -> exp.Expr:
+    """``expression IN (query)``, the query's CTEs renamed: a derived table's delta used
+    twice in one statement must not define a CTE twice (Spark hoists nested WITHs)."""
+    query = query.copy()
+    renamed = {}
+    for cte in query.find_all(exp.CTE):
+        ctx.counter += 1
+        renamed[cte.alias] = f"{cte.alias}_{ctx.counter}"
+        cte.set("alias", exp.TableAlias(this=exp.to_identifier(renamed[cte.alias])))
+    for table in query.find_all(exp.Table):
+        if not table.db and table.name in renamed:
+            table.set("this", exp.to_identifier(renamed[table.name]))
+    return exp.In(this=expression.copy(), query=exp.Subquery(this=query))
 
 
 def _constant(sign: int) -> exp.Expr:
