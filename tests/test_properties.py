@@ -27,10 +27,9 @@ import os
 import tempfile
 
 import pytest
-from hypothesis import find, given, settings
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
-from duckstream.errors import RebuildRequired
 from duckstream.testing.differential import (
     Column,
     Delete,
@@ -238,9 +237,9 @@ def test_broken_delta_rule_is_caught(rule, monkeypatch):
             return True
         return False
 
-    found = find(
-        strategy, wrong, settings=settings(max_examples=200, derandomize=True, database=None)
-    )
+    # no shrinking: any counterexample will do
+    quick = settings(max_examples=200, derandomize=True, database=None, phases=[Phase.generate])
+    found = find(strategy, wrong, settings=quick)
     assert found  # a counterexample: the property run fails on the broken rule
 
 
@@ -249,7 +248,110 @@ def _t(name: str, columns: list[tuple[str, str]], rows_: list[tuple]) -> TableSp
     return TableSpec(name, [Column(n, t) for n, t in columns], rows_)
 
 
-REGRESSIONS: list = []
+def _xfail(item: int, what: str):
+    """Known bug, fixed on another branch: strict, so the fix is noticed (remove the mark)."""
+    return pytest.mark.xfail(strict=True, reason=f"issue 14 item {item}: {what}")
+
+
+_TK = [("k", "INTEGER"), ("c0", "INTEGER")]
+REGRESSIONS = [
+    pytest.param(
+        (
+            [_t("t0", _TK, [(5, 4), (6, 9)])],
+            "SELECT min(c0) AS o1, count(DISTINCT k) AS v FROM t0",
+            [[[Update("t0", "k = 5", "k = 6")]]],
+            False,
+            {},
+            None,
+        ),
+        id="min_with_count_distinct",
+        marks=_xfail(1, "MIN/MAX together with COUNT(DISTINCT)"),
+    ),
+    pytest.param(
+        (
+            [_t("t0", _TK, [(1, 10), (2, 20)])],
+            "SELECT k AS o0, c0 AS o1 FROM t0",
+            [[[Insert("t0", ((3, 30), (4, 40))), Update("t0", "c0 = 0", "k = 3")]]],
+            False,
+            {},
+            0,
+        ),
+        id="insert_then_update_one_transaction",
+        marks=_xfail(2, "insert then update in one transaction, inlining off"),
+    ),
+    pytest.param(
+        (
+            [_t("t0", _TK, [(1, 10), (2, 20)])],
+            "SELECT k AS o0, count(*) AS n FROM t0 GROUP BY k",
+            [[[Insert("t0", ((3, 30), (4, 40))), Delete("t0", "k = 3")]]],
+            False,
+            {},
+            0,
+        ),
+        id="insert_then_delete_one_transaction",
+        marks=_xfail(2, "insert then delete in one transaction, inlining off"),
+    ),
+    pytest.param(
+        (
+            [_t("t0", _TK, [(1, 10), (2, 20)])],
+            "SELECT count(*) AS n, sum(c0) AS s FROM t0",
+            [[[Delete("t0", "k = 1"), Update("t0", "c0 = 21", "k = 2")]]],
+            False,
+            {},
+            0,
+        ),
+        id="deleted_row_listed_twice",
+        marks=_xfail(3, "DuckLake lists one deleted row twice"),
+    ),
+    pytest.param(
+        (
+            [_t("t0", _TK, [(1, 10)])],
+            "WITH s AS (SELECT k, c0 AS x FROM t0), r AS (SELECT k, x FROM s) SELECT k, x FROM r",
+            [[[Insert("t0", ((2, 20),))]]],
+            True,
+            {},
+            None,
+        ),
+        id="chained_ctes",
+        marks=_xfail(7, "chained CTEs"),
+    ),
+    pytest.param(
+        (
+            [_t("t0", _TK, [(1, 10), (1, 11)])],
+            "SELECT DISTINCT -1 AS a, k, 'x' AS b FROM t0",
+            [[[Insert("t0", ((2, 20),)), Delete("t0", "k = 1")]]],
+            True,
+            {},
+            None,
+        ),
+        id="literals_in_distinct",
+        marks=_xfail(8, "a literal in a DISTINCT or grouped select list"),
+    ),
+    pytest.param(
+        (
+            [_t("Orders", [("MyKey", "INTEGER"), ("Größe", "VARCHAR")], [(1, "a")])],
+            'SELECT MyKey, "Größe" FROM Orders',
+            [[[Insert("Orders", ((2, "b"),))]]],
+            True,
+            {},
+            None,
+        ),
+        id="mixed_case_identifiers",
+        marks=_xfail(9, "mixed-case identifiers and output column names"),
+    ),
+    pytest.param(
+        (
+            [_t("t0", _TK, [(1, 10)])],
+            "SELECT DISTINCT CAST(k AS BIGINT) AS k, k AS x FROM t0",
+            [[[Insert("t0", ((2, 20),))]]],
+            False,
+            {},
+            None,
+        ),
+        id="alias_equals_source_column",
+        marks=_xfail(10, "unresolved_column without schema="),
+    ),
+]
 
 
 @pytest.mark.parametrize("case", REGRESSIONS)
