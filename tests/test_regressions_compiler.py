@@ -83,7 +83,7 @@ K2_CYCLES: list[Cycle] = [
 
 ORDERS_MIXED = TableSpec(
     "Orders",
-    [Column("MyKey", "INTEGER"), Column('"Group"', "VARCHAR"), Column('"Größe"', "INTEGER")],
+    [Column("MyKey", "INTEGER"), Column("Group", "VARCHAR"), Column("Größe", "INTEGER")],
     [(1, "a", 10), (2, "b", 20), (3, "a", 30)],
 )
 MIXED_CYCLES: list[Cycle] = [

@@ -27,8 +27,7 @@ from duckstream.testing.differential import (
     Insert,
     TableSpec,
     Update,
-    as_multiset,
-    multiset_diff,
+    check_result,
     sql_literal,
 )
 
@@ -44,32 +43,38 @@ def to_spark(sql: str, read: str = "duckdb") -> str:
     return sqlglot.transpile(sql, read=read, write="spark")[0]
 
 
+def spark_ident(name: str) -> str:
+    """``name`` quoted for Spark SQL (backticks): any case, reserved words, any character."""
+    return exp.to_identifier(name, quoted=True).sql("spark")
+
+
 def spark_type(type_: str) -> str:
     return exp.DataType.build(type_, dialect="duckdb").sql("spark")
-
-
-def spark_name(name: str) -> str:
-    """A column name of a ``TableSpec`` (DuckDB SQL, maybe ``"quoted"``) in Spark SQL."""
-    return sqlglot.parse_one(name, read="duckdb", into=exp.Column).sql("spark")
 
 
 class SparkHarness:
     """Tables and views in an Iceberg namespace ``catalog.schema`` of a Spark session."""
 
     def __init__(
-        self, spark: SparkSession, catalog: str = "lake", schema: str | None = None
+        self,
+        spark: SparkSession,
+        catalog: str = "lake",
+        schema: str | None = None,
+        check_names: bool = False,
     ) -> None:
+        """``check_names``: :meth:`check` also compares the output column names."""
         self.spark = spark
         self.catalog = catalog
+        self.check_names = check_names
         self.schema = schema or f"ds_{_RUN}_{next(_namespaces)}"
         self.tables: dict[str, TableSpec] = {}
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{self.schema}")
 
     def fqn(self, table: str) -> str:
-        return f"{self.catalog}.{self.schema}.{table}"
+        return f"{self.catalog}.{self.schema}.{spark_ident(table)}"
 
     def create(self, table: TableSpec) -> None:
-        columns = ", ".join(f"{spark_name(c.name)} {spark_type(c.type)}" for c in table.columns)
+        columns = ", ".join(f"{spark_ident(c.name)} {spark_type(c.type)}" for c in table.columns)
         self.spark.sql(f"CREATE TABLE {self.fqn(table.name)} ({columns}) USING iceberg")
         self.tables[table.name] = table
         if table.rows:
@@ -123,15 +128,17 @@ class SparkHarness:
 
     def rows(self, sql: str) -> list[tuple]:
         """Run Spark SQL with this harness's namespace as the current one."""
+        return self.result(sql)[1]
+
+    def result(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """Spark SQL's column names and rows, this harness's namespace the current one."""
         self.spark.sql(f"USE {self.catalog}.{self.schema}")
-        return [tuple(row) for row in self.spark.sql(sql).collect()]
+        frame = self.spark.sql(sql)
+        return list(frame.columns), [tuple(row) for row in frame.collect()]
 
     def check(self, plan: IVMPlan, view_sql: str, context: str = "") -> None:
-        """Assert the view's table equals recomputation (the view run on Spark) as a multiset."""
-        expected = as_multiset(self.rows(to_spark(view_sql)))
-        actual = as_multiset(self.rows(plan.query_mv))
-        if expected != actual:
-            raise AssertionError(
-                f"maintained view differs from recomputation {context}\n"
-                f"view: {view_sql}\n{multiset_diff(expected, actual)}"
-            )
+        """Assert the view's table equals recomputation (the view run on Spark) as a multiset
+        (and, with ``check_names``, has the SELECT's column names)."""
+        expected = self.result(to_spark(view_sql))
+        actual = self.result(plan.query_mv)
+        check_result(view_sql, context, expected, actual, self.check_names)
