@@ -22,7 +22,7 @@ from duckstream.cost import Policy, RefreshReport, SourceEstimate, decide
 from duckstream.ducklake_estimate import estimate
 from duckstream.errors import RebuildRequired
 from duckstream.plan import IVMPlan
-from duckstream.runtime import Connection, run_statements
+from duckstream.runtime import Connection, refuse_open_transaction, run_statements
 
 __all__ = ["STRATEGIES", "Policy", "RefreshReport", "SourceEstimate", "choose", "decide", "refresh"]
 
@@ -37,7 +37,9 @@ def refresh(
 
     ``incremental`` runs ``plan.maintain`` (errors propagate, e.g. "rebuild required");
     ``full`` runs ``plan.initialize_cursors``; ``auto`` estimates and picks one, and falls back
-    to a rebuild when the engine reports that incremental maintenance is impossible.
+    to a rebuild when the engine reports that incremental maintenance is impossible. Each is
+    one transaction of its own: inside the caller's open transaction it refuses before doing
+    anything (:func:`duckstream.runtime.refuse_open_transaction`).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
@@ -46,6 +48,7 @@ def refresh(
             f"this refresh runs DuckDB plans; refresh a {plan.dialect} plan with"
             " duckstream.spark.refresh(spark, plan, strategy=...)"
         )
+    refuse_open_transaction(con, "refresh()")
     start = time.perf_counter()
     if strategy == "incremental":
         run_statements(con, plan.maintain)
@@ -70,7 +73,7 @@ def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
     start = time.perf_counter()
     run_statements(con, plan.maintain[:at])  # BEGIN TRANSACTION, as initialize_cursors[0]
     window = None
-    try:
+    try:  # the transaction is the runner's from here on: a failure rolls it back
         window = ducklake_window.read(con, pin, pin=True)
         report = choose(con, plan, policy, window)
     except RebuildRequired as error:
@@ -81,11 +84,11 @@ def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
         raise
     report.estimate_seconds = time.perf_counter() - start
     if report.strategy == "incremental":
-        run_statements(con, plan.maintain[at + 1 :])
+        run_statements(con, plan.maintain[at + 1 :], opened=True)
     elif window is None:
-        run_statements(con, plan.initialize_cursors[at:])
+        run_statements(con, plan.initialize_cursors[at:], opened=True)
     else:  # the pinned window serves the rebuild: same ends, and its sources' live table ids
-        run_statements(con, plan.initialize_cursors[_after_pin(plan, window) :])
+        run_statements(con, plan.initialize_cursors[_after_pin(plan, window) :], opened=True)
     return report
 
 
