@@ -200,14 +200,14 @@ def window_from(
     if expired:
         source, cursor = min(expired)
         raise RebuildRequired(f"the cursor snapshot {cursor} of {source} was expired")
-    if moved:
+    if altered:
+        raise RebuildRequired(f"source {min(altered)} was altered or recreated")
+    if moved:  # a rename is logged under the new name only: the table ids tell
         source, was, now = min(moved, key=lambda m: m[0])
         now = "no table" if now is None else now
         raise RebuildRequired(
             f"source {source} was renamed, dropped or recreated (table id {was}, now {now})"
         )
-    if altered:
-        raise RebuildRequired(f"source {min(altered)} was altered or recreated")
     return Window(spec.variable, window, all_kinds, bounds)
 
 
