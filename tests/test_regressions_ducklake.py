@@ -231,8 +231,7 @@ def test_a_source_name_is_matched_as_duckdb_matches_it(lake):
     lake.execute('DROP TABLE dl.main."Orders"')
     lake.execute('CREATE TABLE dl.main."Orders" (k INTEGER)')
     spec = WindowSpec("v", "dl.main.mv", ["dl"], ["dl.main.orders", "dl.main.missing"])
-    current = {"dl": "(SELECT id FROM ducklake_current_snapshot('dl'))"}
-    (query,) = ducklake_window._table_ids(spec, current)
+    (query,) = ducklake_window._table_ids(spec)
     live = lake.execute(
         "SELECT table_id FROM __ducklake_metadata_dl.ducklake_table WHERE end_snapshot IS NULL"
     ).fetchall()

@@ -230,7 +230,7 @@ def read(con: Any, statement: str, *, pin: bool = False) -> Window:
                 for k, c in enumerate(spec.catalogs)
             ),
             f"SELECT 'cursors', NULL, * FROM ({newest})",
-            *_table_ids(spec, current),
+            *_table_ids(spec),
         ]
     )
     ends: dict[int, int] = {}
@@ -280,11 +280,11 @@ def read(con: Any, statement: str, *, pin: bool = False) -> Window:
     return window
 
 
-def _table_ids(spec: WindowSpec, current: dict[str, str]) -> list[str]:
+def _table_ids(spec: WindowSpec) -> list[str]:
     """Per catalog, a query of ``('table', source index, table id)``: the table each source's
-    name points to at the catalog's end snapshot (no row: none). Names are matched without
-    regard to case, as DuckDB resolves them (DuckLake keeps the case they were created with).
-    """
+    name points to now (no row: none), read inside the refresh's transaction, so at the same
+    snapshot as its end. Names are matched without regard to case, as DuckDB resolves them
+    (DuckLake keeps the case they were created with)."""
     queries = []
     for catalog in spec.catalogs:
         wanted = [
@@ -294,21 +294,14 @@ def _table_ids(spec: WindowSpec, current: dict[str, str]) -> list[str]:
         ]
         if not wanted:
             continue
-        meta, end = ducklake_cursors.metadata_database(catalog), current[catalog]
-
-        def live(alias: str, end: str = end) -> str:
-            return (
-                f"{alias}.begin_snapshot <= {end}"
-                f" AND ({alias}.end_snapshot IS NULL OR {alias}.end_snapshot > {end})"
-            )
-
+        meta = ducklake_cursors.metadata_database(catalog)
         queries.append(
             "SELECT 'table', v.n, t.table_id, NULL"
             f" FROM (VALUES {', '.join(wanted)}) AS v(n, schema_name, table_name)"
             f" JOIN {meta}.ducklake_schema AS s ON lower(s.schema_name) = lower(v.schema_name)"
-            f" AND {live('s')}"
+            " AND s.end_snapshot IS NULL"
             f" JOIN {meta}.ducklake_table AS t ON t.schema_id = s.schema_id"
-            f" AND lower(t.table_name) = lower(v.table_name) AND {live('t')}"
+            " AND lower(t.table_name) = lower(v.table_name) AND t.end_snapshot IS NULL"
         )
     return queries
 
@@ -318,21 +311,20 @@ def _file_changes(k: int, meta: str, bounds: list[tuple[int, int, int]], end: in
     files (``added``), and dropped data files or wrote delete files (``removed``): the places
     DuckLake's insertions and deletions feeds read rows from, besides inlined rows (small
     changes kept in the catalog, always listed in the snapshot log: DuckLake nets a
-    transaction's inlined inserts and deletes before it commits)."""
+    transaction's inlined inserts and deletes before it commits). One grouped read of the
+    file lists (correlated EXISTS per source cost ~1 ms each to plan)."""
     values = ", ".join(f"({n}, {table_id}, {cursor})" for n, table_id, cursor in bounds)
-
-    def window(column: str) -> str:
-        return f"{column} > w.cursor AND {column} <= {end}"
-
+    ids = ", ".join(sorted({str(table_id) for _, table_id, _ in bounds}))
     return (
         f"SELECT {k}, NULL, NULL, w.n,"
-        f" EXISTS (SELECT 1 FROM {meta}.ducklake_data_file AS f WHERE f.table_id = w.table_id"
-        f" AND {window('f.begin_snapshot')}),"
-        f" EXISTS (SELECT 1 FROM {meta}.ducklake_data_file AS f WHERE f.table_id = w.table_id"
-        f" AND {window('f.end_snapshot')})"
-        f" OR EXISTS (SELECT 1 FROM {meta}.ducklake_delete_file AS d"
-        f" WHERE d.table_id = w.table_id AND {window('d.begin_snapshot')})"
-        f" FROM (VALUES {values}) AS w(n, table_id, cursor)"
+        " coalesce(max(x.added) > w.cursor, false), coalesce(max(x.removed) > w.cursor, false)"
+        f" FROM (VALUES {values}) AS w(n, table_id, cursor) LEFT JOIN ("
+        " SELECT table_id, begin_snapshot AS added,"
+        f" CASE WHEN end_snapshot <= {end} THEN end_snapshot END AS removed"
+        f" FROM {meta}.ducklake_data_file WHERE table_id IN ({ids}) AND begin_snapshot <= {end}"
+        " UNION ALL SELECT table_id, NULL, begin_snapshot"
+        f" FROM {meta}.ducklake_delete_file WHERE table_id IN ({ids}) AND begin_snapshot <= {end}"
+        ") AS x USING (table_id) GROUP BY w.n, w.cursor"
     )
 
 
