@@ -254,11 +254,6 @@ def _t(name: str, columns: list[tuple[str, str]], rows_: list[tuple]) -> TableSp
     return TableSpec(name, [Column(n, t) for n, t in columns], rows_)
 
 
-def _xfail(item: int, what: str):
-    """Known bug, fixed on another branch: strict, so the fix is noticed (remove the mark)."""
-    return pytest.mark.xfail(strict=True, reason=f"issue 14 item {item}: {what}")
-
-
 _TK = [("k", "INTEGER"), ("c0", "INTEGER")]
 REGRESSIONS = [
     pytest.param(
@@ -282,7 +277,6 @@ REGRESSIONS = [
             0,
         ),
         id="insert_then_update_one_transaction",
-        marks=_xfail(2, "insert then update in one transaction, inlining off"),
     ),
     pytest.param(
         (
@@ -294,7 +288,6 @@ REGRESSIONS = [
             0,
         ),
         id="insert_then_delete_one_transaction",
-        marks=_xfail(2, "insert then delete in one transaction, inlining off"),
     ),
     pytest.param(
         (
@@ -306,7 +299,6 @@ REGRESSIONS = [
             0,
         ),
         id="deleted_row_listed_twice",
-        marks=_xfail(3, "DuckLake lists one deleted row twice"),
     ),
     pytest.param(
         (

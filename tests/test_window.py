@@ -71,7 +71,7 @@ def test_unreadable_change_lists_stop_the_refresh():
         ([], {}, "no cursors recorded (the view was never built)"),
         (CURSORS[:1], {}, "no single cursor for every source (initialize the view)"),
         ([*CURSORS, CURSORS[0]], {}, "no single cursor for every source (initialize the view)"),
-        ([("dl.main.a", 1, 1), CURSORS[1]], {}, "cursor snapshot of dl.main.a was expired"),
+        ([("dl.main.a", 1, 1), CURSORS[1]], {}, "the cursor snapshot 1 of dl.main.a was expired"),
         (CURSORS, {1: [(6, "altered_table:7")]}, "source raw.main.b was altered or recreated"),
         (CURSORS, {0: [(4, "dropped_table:1")]}, "source dl.main.a was altered or recreated"),
     ],

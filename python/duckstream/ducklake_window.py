@@ -9,8 +9,10 @@ plan's directive statement::
 
 with two plain reads of the catalogs' metadata (:func:`read`): each catalog's end (the
 transaction's snapshot, ``ducklake_current_snapshot``) with the view's cursors (the extra info
-of the newest commit that recorded them, :mod:`duckstream.ducklake_cursors`); then each
-catalog's snapshot log from its oldest cursor to its end. :func:`window_from` checks those
+of the newest commit that recorded them, :mod:`duckstream.ducklake_cursors`) and the table
+id each source's name points to at that end; then each catalog's snapshot log from its oldest
+cursor to its end, with, per source, whether the catalog's file lists show data files added,
+data files dropped or delete files written in its window. :func:`window_from` checks those
 rows, and the runner sets the window variable to the literal result. This is what every
 refresh pays before it reads any change, so it is kept small on purpose:
 
@@ -28,6 +30,16 @@ To run a plan by hand: run the two reads of :func:`read`, apply :func:`window_fr
 ((5, 1, 3), True, frozenset({'inlined_insert'}))
 >>> window.values["inserts_0"], window.values["deletes_0"]
 (True, False)
+
+A view follows the tables it was built from, by table id: when a source's name points to
+another table at the end (renamed away and replaced, two tables swapped) or to none, the
+window cannot be maintained.
+
+>>> try:
+...     window_from(spec, [("lake.main.t", 5, 1)], {0: 3}, log, tables={"lake.main.t": 9})
+... except RebuildRequired as error:
+...     print(error.reason)
+source lake.main.t was renamed, dropped or recreated (table id 5, now 9)
 """
 
 from __future__ import annotations
@@ -43,8 +55,11 @@ from duckstream.errors import RebuildRequired
 DIRECTIVE = "-- duckstream: pin window "
 
 # Change kinds of DuckLake's snapshot log (``changes_made``) that only add rows, or only remove
-# rows: a window with nothing else for a source skips reading the other half of its change
-# feed (each ``ducklake_table_insertions/deletions`` call costs ~5 ms).
+# rows. A window whose log lists only one of them for a source may skip reading the other half
+# of its change feed -- but only when the catalog's file lists agree (:func:`window_from`):
+# reading the deletions of a table that has any delete file costs a metadata query that grows
+# with its delete files (~25 ms with one, ~100 ms with 200 in DuckDB 1.5.5) even when the window
+# deleted nothing, and an append-only window is the common one.
 INSERT_KINDS = frozenset({"inserted_into_table", "inlined_insert"})
 DELETE_KINDS = frozenset({"deleted_from_table", "inlined_delete"})
 ALTER_KINDS = frozenset({"altered_table", "dropped_table"})
@@ -64,6 +79,9 @@ class WindowSpec:
     view: str
     catalogs: list[str]
     sources: list[str]
+    # The view's append-only cursors log (``catalog.schema.table``), read only to say why a
+    # window has no cursors (:func:`read`); empty when unknown.
+    cursors: str = ""
 
     def statement(self) -> str:
         """The plan's statement: the directive the runner pins the window for."""
@@ -80,7 +98,10 @@ class WindowSpec:
 @dataclass
 class Window:
     """A pinned window: the fields of the window variable, and per source the kinds of change
-    (``inserted_into_table``, ``inlined_delete``, ...) its window holds and its bounds."""
+    (``inserted_into_table``, ``inlined_delete``, ...) its window holds and its bounds. The
+    kinds are those of the snapshot log, plus ``inserted_into_table`` / ``deleted_from_table``
+    when the catalog's file lists show data files added / rows deleted that the log did not
+    list (see :func:`window_from`)."""
 
     variable: str
     values: dict[str, Any]
@@ -110,18 +131,29 @@ def window_from(
     cursors: list[tuple[str, int, int]],
     ends: dict[int, int],
     log: dict[int, list[tuple[int, str | None]]],
+    tables: dict[str, int | None] | None = None,
+    files: dict[str, tuple[bool, bool]] | None = None,
 ) -> Window:
     """The window; or :class:`RebuildRequired`.
 
     ``cursors``: the view's recorded cursors ``(source, table id, snapshot)``; ``ends``: each
     catalog's end snapshot (by its index in ``spec.catalogs``); ``log``: per catalog, the
-    snapshots ``(snapshot_id, changes_made)`` from its oldest cursor to its end.
+    snapshots ``(snapshot_id, changes_made)`` from its oldest cursor to its end; ``tables``:
+    the table id each source's name points to at its catalog's end (``None``: no table);
+    ``files``: per source, whether the catalog's file lists show, in ``(cursor, end]``, data
+    files added, and data files dropped or delete files written (``None``: not read).
 
     The rules: there must be exactly one cursor per source, and each cursor's snapshot must
-    still be in the log (else it was expired). A source *changed* when a snapshot in
-    ``(cursor, end]`` lists its table id under any kind of change; it was *altered* (a
-    rebuild is required) under ``altered_table`` / ``dropped_table``; it has *inserts* unless
-    every such kind only removes rows, *deletes* unless every one only adds.
+    still be in the log (else it was expired); each source's name must still point to the
+    table id of its cursor (else it was renamed away, dropped or replaced, and the feed read
+    by name would be another table's). A source *changed* when a snapshot in ``(cursor, end]``
+    lists its table id under any kind of change, or its file lists changed; it was *altered*
+    (a rebuild is required) under ``altered_table`` / ``dropped_table``. It has *inserts*
+    unless every listed kind only removes rows and no data file was added; *deletes* unless
+    every listed kind only adds rows and no data file was dropped and no delete file written.
+    The log alone is not proof: a transaction that inserts rows and then updates or deletes
+    some of them is listed as ``inserted_into_table`` only, while its delete file (and the
+    deletions feed) holds the removed rows.
     """
     cursors = [c for c in cursors if c[0] in spec.sources]
     recorded = {source: (table_id, snapshot) for source, table_id, snapshot in cursors}
@@ -134,13 +166,15 @@ def window_from(
     all_kinds: dict[str, frozenset[str]] = {}
     bounds: dict[str, tuple[int, int, int]] = {}
     snapshots_of: dict[str, frozenset[int]] = {}
-    expired, altered = [], []
+    expired, altered, moved = [], [], []
     for i, source in enumerate(spec.sources):
         table_id, cursor = recorded[source]
         k = spec.catalogs.index(source.split(".", 1)[0])
         snapshots = log.get(k, [])
         if all(snapshot_id != cursor for snapshot_id, _ in snapshots):
-            expired.append(source)
+            expired.append((source, cursor))
+        if tables is not None and tables.get(source) != table_id:
+            moved.append((source, table_id, tables.get(source)))
         kinds = {
             kind
             for snapshot_id, changes_made in snapshots
@@ -156,6 +190,11 @@ def window_from(
         )
         if kinds & ALTER_KINDS:
             altered.append(source)
+        added, removed = (files or {}).get(source, (False, False))
+        if added and not kinds - DELETE_KINDS:
+            kinds.add("inserted_into_table")
+        if removed and not kinds - INSERT_KINDS:
+            kinds.add("deleted_from_table")
         all_kinds[source] = frozenset(kinds)
         bounds[source] = (table_id, cursor, ends[k])
         window |= {
@@ -167,9 +206,16 @@ def window_from(
         }
         window["changed"] = window["changed"] or bool(kinds)
     if expired:
-        raise RebuildRequired(f"cursor snapshot of {min(expired)} was expired")
+        source, cursor = min(expired)
+        raise RebuildRequired(f"the cursor snapshot {cursor} of {source} was expired")
     if altered:
         raise RebuildRequired(f"source {min(altered)} was altered or recreated")
+    if moved:  # a rename is logged under the new name only: the table ids tell
+        source, was, now = min(moved, key=lambda m: m[0])
+        now = "no table" if now is None else now
+        raise RebuildRequired(
+            f"source {source} was renamed, dropped or recreated (table id {was}, now {now})"
+        )
     return Window(spec.variable, window, all_kinds, bounds, snapshots_of)
 
 
@@ -181,44 +227,145 @@ def read(con: Any, statement: str, *, pin: bool = False) -> Window:
         raise ValueError("not a pin-window statement")
     view_catalog = spec.view.split(".", 1)[0]
     current = {c: f"(SELECT id FROM ducklake_current_snapshot({_lit(c)}))" for c in spec.catalogs}
-    # 1. each catalog's end, and the view's newest cursors no newer than its catalog's end
+    # 1. each catalog's end, the view's newest cursors no newer than its catalog's end, and
+    #    the table id each source's name points to at that end
     newest = ducklake_cursors.newest_query(view_catalog, spec.view, until=current[view_catalog])
     first = " UNION ALL ".join(
         [
             *(
-                f"SELECT {k} AS catalog, CAST({current[c]} AS BIGINT) AS snapshot_id, NULL AS info"
+                f"SELECT 'end' AS row_kind, {k} AS n,"
+                f" CAST({current[c]} AS BIGINT) AS snapshot_id, NULL AS info"
                 for k, c in enumerate(spec.catalogs)
             ),
-            f"SELECT NULL, * FROM ({newest})",
+            f"SELECT 'cursors', NULL, * FROM ({newest})",
+            *_table_ids(spec),
         ]
     )
     ends: dict[int, int] = {}
     cursors: list[tuple[str, int, int]] = []
-    for catalog, snapshot_id, info in con.execute(first).fetchall():
-        if catalog is None:
+    tables: dict[str, int | None] = dict.fromkeys(spec.sources)
+    for row_kind, n, value, info in con.execute(first).fetchall():
+        if row_kind == "cursors":
             cursors = ducklake_cursors.parse(info)
-        else:
-            ends[catalog] = int(snapshot_id)
-    # 2. each catalog's snapshot log from its oldest cursor to its end
+        elif row_kind == "end":
+            ends[n] = int(value)
+        elif value is not None:
+            tables[spec.sources[n]] = int(value)
+    if spec.sources and not any(source in spec.sources for source, _, _ in cursors):
+        _no_cursors(con, spec)
+    # 2. each catalog's snapshot log from its oldest cursor to its end, and per source whether
+    #    its file lists changed in its window
     since = dict(ends)
-    for source, _, snapshot in cursors:
+    bounds: dict[int, list[tuple[int, int, int]]] = {k: [] for k in ends}
+    for source, table_id, snapshot in cursors:
         if source in spec.sources:
             k = spec.catalogs.index(source.split(".", 1)[0])
             since[k] = min(since[k], snapshot)
-    second = " UNION ALL ".join(
-        f"SELECT {k} AS catalog, s.snapshot_id, c.changes_made"
-        f" FROM {meta}.ducklake_snapshot AS s"
-        f" LEFT JOIN {meta}.ducklake_snapshot_changes AS c USING (snapshot_id)"
-        f" WHERE s.snapshot_id >= {since[k]} AND s.snapshot_id <= {ends[k]}"
-        for k, meta in enumerate(map(ducklake_cursors.metadata_database, spec.catalogs))
-    )
+            bounds[k].append((spec.sources.index(source), table_id, snapshot))
+    second = []
+    for k, meta in enumerate(map(ducklake_cursors.metadata_database, spec.catalogs)):
+        second.append(
+            f"SELECT {k} AS catalog, s.snapshot_id, c.changes_made, NULL AS source,"
+            " NULL AS added, NULL AS removed"
+            f" FROM {meta}.ducklake_snapshot AS s"
+            f" LEFT JOIN {meta}.ducklake_snapshot_changes AS c USING (snapshot_id)"
+            f" WHERE s.snapshot_id >= {since[k]} AND s.snapshot_id <= {ends[k]}"
+        )
+        if bounds[k]:
+            second.append(_file_changes(k, meta, bounds[k], ends[k]))
     log: dict[int, list[tuple[int, str | None]]] = {k: [] for k in ends}
-    for catalog, snapshot_id, changes_made in con.execute(second).fetchall():
-        log[catalog].append((int(snapshot_id), changes_made))
-    window = window_from(spec, cursors, ends, log)
+    files: dict[str, tuple[bool, bool]] = {}
+    for catalog, snapshot_id, changes_made, n, added, removed in con.execute(
+        " UNION ALL ".join(second)
+    ).fetchall():
+        if n is None:
+            log[catalog].append((int(snapshot_id), changes_made))
+        else:
+            files[spec.sources[n]] = (bool(added), bool(removed))
+    window = window_from(spec, cursors, ends, log, tables, files)
     if pin:
         con.execute(set_window(spec.variable, window.values))
     return window
+
+
+def _table_ids(spec: WindowSpec) -> list[str]:
+    """Per catalog, a query of ``('table', source index, table id)``: the table each source's
+    name points to now (no row: none), read inside the refresh's transaction, so at the same
+    snapshot as its end. Names are matched without regard to case, as DuckDB resolves them
+    (DuckLake keeps the case they were created with)."""
+    queries = []
+    for catalog in spec.catalogs:
+        wanted = [
+            f"({i}, {_lit(schema)}, {_lit(name)})"
+            for i, (c, schema, name) in enumerate(s.split(".", 2) for s in spec.sources)
+            if c == catalog
+        ]
+        if not wanted:
+            continue
+        meta = ducklake_cursors.metadata_database(catalog)
+        queries.append(
+            "SELECT 'table', v.n, t.table_id, NULL"
+            f" FROM (VALUES {', '.join(wanted)}) AS v(n, schema_name, table_name)"
+            f" JOIN {meta}.ducklake_schema AS s ON lower(s.schema_name) = lower(v.schema_name)"
+            " AND s.end_snapshot IS NULL"
+            f" JOIN {meta}.ducklake_table AS t ON t.schema_id = s.schema_id"
+            " AND lower(t.table_name) = lower(v.table_name) AND t.end_snapshot IS NULL"
+        )
+    return queries
+
+
+def _file_changes(k: int, meta: str, bounds: list[tuple[int, int, int]], end: int) -> str:
+    """Per source ``(index, table id, cursor)`` of catalog ``k``: whether its window added data
+    files (``added``), and dropped data files or wrote delete files (``removed``): the places
+    DuckLake's insertions and deletions feeds read rows from, besides inlined rows (small
+    changes kept in the catalog, always listed in the snapshot log: DuckLake nets a
+    transaction's inlined inserts and deletes before it commits). One grouped read of the
+    file lists (correlated EXISTS per source cost ~1 ms each to plan)."""
+    values = ", ".join(f"({n}, {table_id}, {cursor})" for n, table_id, cursor in bounds)
+    ids = ", ".join(sorted({str(table_id) for _, table_id, _ in bounds}))
+    return (
+        f"SELECT {k}, NULL, NULL, w.n,"
+        " coalesce(max(x.added) > w.cursor, false), coalesce(max(x.removed) > w.cursor, false)"
+        f" FROM (VALUES {values}) AS w(n, table_id, cursor) LEFT JOIN ("
+        " SELECT table_id, begin_snapshot AS added,"
+        f" CASE WHEN end_snapshot <= {end} THEN end_snapshot END AS removed"
+        f" FROM {meta}.ducklake_data_file WHERE table_id IN ({ids}) AND begin_snapshot <= {end}"
+        " UNION ALL SELECT table_id, NULL, begin_snapshot"
+        f" FROM {meta}.ducklake_delete_file WHERE table_id IN ({ids}) AND begin_snapshot <= {end}"
+        ") AS x USING (table_id) GROUP BY w.n, w.cursor"
+    )
+
+
+def _no_cursors(con: Any, spec: WindowSpec) -> None:
+    """Raise why a view has no cursor commit: it was never built, or the commit that
+    recorded its cursors was expired (``ducklake_expire_snapshots``). The view's append-only
+    cursors log keeps every cursor it recorded; reading it costs a table scan, paid only
+    here, on the way to a rebuild."""
+    last: list[tuple[str, int]] = []
+    # A failed statement would abort the refresh's transaction: look the log up first.
+    parts = spec.cursors.split(".")
+    exists = (
+        len(parts) == 3
+        and con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE lower(database_name) = lower(?)"
+            " AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
+            parts,
+        ).fetchone()[0]
+    )
+    if exists:
+        mv_name = spec.view.rsplit(".", 1)[-1]
+        last = con.execute(
+            f"SELECT source_table, max(last_snapshot) FROM {spec.cursors}"
+            f" WHERE mv_name = {_lit(mv_name)} GROUP BY source_table"
+        ).fetchall()
+    last = [(source, int(snapshot)) for source, snapshot in last if source in spec.sources]
+    if last:
+        source, snapshot = min(last, key=lambda c: (c[1], c[0]))
+        raise RebuildRequired(
+            f"the cursor snapshot {snapshot} of {source} was expired (the commit that"
+            " recorded the view's cursors is gone)"
+        )
+    raise RebuildRequired("no cursors recorded (the view was never built)")
 
 
 def set_window(variable: str, window: dict[str, Any]) -> str:

@@ -24,7 +24,7 @@ from duckstream.cost import Policy, RefreshReport, SourceEstimate, decide
 from duckstream.ducklake_estimate import estimate
 from duckstream.errors import RebuildRequired
 from duckstream.plan import IVMPlan
-from duckstream.runtime import Connection, run_statements
+from duckstream.runtime import Connection, refuse_open_transaction, run_statements
 
 __all__ = [
     "STRATEGIES",
@@ -43,7 +43,7 @@ __all__ = [
 
 Strategy = Literal["auto", "incremental", "full"]
 STRATEGIES: tuple[str, ...] = ("auto", "incremental", "full")
-Runner = Callable[[Connection, list[str]], None]
+Runner = Callable[..., None]  # run_statements(con, statements, *, opened=False)
 
 
 def refresh(
@@ -53,7 +53,9 @@ def refresh(
 
     ``incremental`` runs ``plan.maintain`` (errors propagate, e.g. "rebuild required");
     ``full`` runs ``plan.initialize_cursors``; ``auto`` estimates and picks one, and falls back
-    to a rebuild when the engine reports that incremental maintenance is impossible.
+    to a rebuild when the engine reports that incremental maintenance is impossible. Each is
+    one transaction of its own: inside the caller's open transaction it refuses before doing
+    anything (:func:`duckstream.runtime.refuse_open_transaction`).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
@@ -62,6 +64,7 @@ def refresh(
             f"this refresh runs DuckDB plans; refresh a {plan.dialect} plan with"
             " duckstream.spark.refresh(spark, plan, strategy=...)"
         )
+    refuse_open_transaction(con, "refresh()")
     start = time.perf_counter()
     if strategy == "incremental":
         run_statements(con, plan.maintain)
@@ -121,7 +124,7 @@ def begin(
     start = time.perf_counter()
     run(con, plan.maintain[:at])  # BEGIN TRANSACTION, as initialize_cursors[0]
     window = None
-    try:
+    try:  # the transaction is the runner's from here on: a failure rolls it back
         window = ducklake_window.read(con, pin, pin=True)
         if strategy != "auto":
             report = RefreshReport(strategy, strategy, "requested")
@@ -158,7 +161,7 @@ def finish(
     else:  # the pinned window serves the rebuild: same ends, and its sources' live table ids
         rest = [*rebuild_first, *plan.initialize_cursors[_after_pin(plan, window) :]]
     commit = max(i for i, s in enumerate(rest) if s.strip().upper() == "COMMIT")
-    run(con, [*rest[:commit], *before_commit, *rest[commit:]])
+    run(con, [*rest[:commit], *before_commit, *rest[commit:]], opened=True)
 
 
 def rebuild(

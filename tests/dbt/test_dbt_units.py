@@ -130,7 +130,7 @@ def test_recreated_source_and_expired_cursor_rebuild(shop) -> None:
     shop.execute("INSERT INTO dl.main.orders VALUES (9, 'dee', 4)")
     shop.execute(f"CALL ducklake_expire_snapshots('dl', versions => [{cursor}])")
     outcome = materialize(shop, request())
-    assert outcome.reason == "cursor snapshot of dl.main.orders was expired"
+    assert outcome.reason == f"the cursor snapshot {cursor} of dl.main.orders was expired"
     assert differences(shop, request()) == []
 
 

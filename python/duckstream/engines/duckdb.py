@@ -28,6 +28,17 @@ def _lit(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+# The change feed's own columns, renamed out of the way of the source's.
+_SNAPSHOT, _ROWID = "_ivm_snapshot", "_ivm_rowid"
+
+
+def _columns(source: Source) -> list[exp.Expr]:
+    """The columns of ``source`` the view reads (every column when that is unknown)."""
+    if source.columns is None:
+        return [exp.Star()]
+    return [exp.column(n, quoted=True) for n in sorted(source.columns)]
+
+
 class DuckLakeEngine(Engine):
     dialect = "duckdb"
     changes_are_materialized = True
@@ -75,6 +86,13 @@ class DuckLakeEngine(Engine):
         return exp.select("*").from_(self._changes_table(source))
 
     def _read_changes(self, source: Source, function: str, sign: int) -> exp.Select:
+        """One half of ``source``'s change feed in the window: the columns the view reads and
+        ``_ivm_mult`` = ``sign``, skipped when the pinned window shows that half empty.
+
+        Deletions are deduplicated on ``(snapshot_id, rowid)`` and the columns read: DuckLake
+        (1.5.5) lists one deleted row twice when a transaction deletes every row of a data
+        file through several statements. A rowid can be deleted legitimately in several
+        snapshots of one window (an UPDATE keeps the rowid), never twice in one snapshot."""
         # DuckDB binds the table function even when the guard below drops it, and an unchanged
         # source of another catalog has cursor = end: cursor + 1 is no snapshot there yet.
         start = exp.Anonymous(
@@ -94,33 +112,55 @@ class DuckLakeEngine(Engine):
                 self._end(source.catalog),
             ],
         )
-        columns: list[exp.Expr] = (
-            [exp.column(n, quoted=True) for n in sorted(source.columns)]
-            if source.columns is not None
-            else [exp.Star()]
-        )
         mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
         # A constant false guard keeps DuckDB from calling the table function at all.
         guard = self._window_value(f"{'inserts' if sign > 0 else 'deletes'}_{source.index}")
-        return exp.select(*columns, exp.alias_(mult, MULT)).from_(exp.Table(this=call)).where(guard)
+        read = exp.select(*_columns(source)).from_(exp.Table(this=call)).where(guard)
+        if sign > 0:
+            return read.select(exp.alias_(mult, MULT))
+        ids = [exp.alias_(exp.column("snapshot_id"), _SNAPSHOT), exp.alias_("rowid", _ROWID)]
+        once = exp.select(*ids, *_columns(source)).from_(exp.Table(this=call)).where(guard)
+        columns: list[exp.Expr] = (
+            [exp.column(n, quoted=True) for n in sorted(source.columns)]
+            if source.columns is not None
+            else [exp.Star(except_=[exp.to_identifier(_SNAPSHOT), exp.to_identifier(_ROWID)])]
+        )
+        return exp.select(*columns, exp.alias_(mult, MULT)).from_(
+            exp.paren(once.distinct()).as_("_ivm_once")
+        )
 
     def prepare_changes(self) -> list[str]:
         """Copy each changed source's window (the columns the view reads) into a temporary
-        table once. Every delta term then reads that table: DuckDB knows its size (it cannot
-        size a table function), so it builds its hash joins on the small change set and pushes
-        its key ranges into the scans of the big tables; and the change feed is read once
-        however many terms use it. An unchanged source's copy is empty and reads nothing."""
-        return [
-            self.create_temp(
-                self._changes_table(s).sql("duckdb"),
-                exp.union(
-                    self._read_changes(s, "ducklake_table_insertions", 1),
-                    self._read_changes(s, "ducklake_table_deletions", -1),
-                    distinct=False,
-                ),
+        table once, netted by content: per distinct row, the sum of its signed multiplicities,
+        rows that net to zero left out. Every delta term then reads that table: DuckDB knows
+        its size (it cannot size a table function), so it builds its hash joins on the small
+        change set and pushes its key ranges into the scans of the big tables; the change feed
+        is read once however many terms use it; and a row inserted and deleted inside the
+        window (say one that breaks a CAST of the view) never reaches the view's expressions.
+        Every rule downstream is linear in the multiplicity or nets by content itself, so a
+        multiplicity other than +1/-1 is fine. An unchanged source's copy is empty and reads
+        nothing."""
+        statements = []
+        for s in self.sources:
+            both = exp.union(
+                self._read_changes(s, "ducklake_table_insertions", 1),
+                self._read_changes(s, "ducklake_table_deletions", -1),
+                distinct=False,
             )
-            for s in self.sources
-        ]
+            columns: list[exp.Expr] = (
+                [exp.column(n, quoted=True) for n in sorted(s.columns)]
+                if s.columns is not None
+                else [exp.Star(except_=[exp.to_identifier(MULT)])]
+            )
+            total = exp.Sum(this=exp.column(MULT))
+            netted = (
+                exp.select(*columns, exp.alias_(exp.cast(total, "bigint"), MULT))
+                .from_(exp.paren(both).as_("_ivm_feed"))
+                .group_by("ALL")
+                .having(exp.NEQ(this=total.copy(), expression=exp.Literal.number(0)))
+            )
+            statements.append(self.create_temp(self._changes_table(s).sql("duckdb"), netted))
+        return statements
 
     # -- statements ------------------------------------------------------------------------
     def create_cursors_table(self) -> str:
@@ -240,6 +280,7 @@ class DuckLakeEngine(Engine):
             view=self.tgt.fqn,
             catalogs=self._catalogs(),
             sources=[s.fqn for s in self.sources],
+            cursors=self.tgt.cursors_fqn,
         )
         return [spec.statement()]
 

@@ -72,9 +72,9 @@ def materialize(con: Connection, request: ModelRequest) -> Outcome:
     return materialize_with(DuckLakeBackend(con), request)
 
 
-def _run(con: Connection, statements: list[str]) -> None:
+def _run(con: Connection, statements: list[str], *, opened: bool = False) -> None:
     """The runner (looked up when called: tests replace ``run_statements`` here)."""
-    run_statements(con, statements)
+    run_statements(con, statements, opened=opened)
 
 
 class Recording:
