@@ -9,6 +9,7 @@ import pytest
 
 from duckstream import UnsupportedSQLError, ViewSQLError, compile_ivm, ducklake_cursors
 from duckstream.errors import RebuildRequired
+from duckstream.plan import Commit, Sql, index_of
 from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import DuckLakeHarness
 
@@ -98,11 +99,16 @@ def test_altered_or_recreated_source_requires_rebuild(lake, ddl):
 def test_failed_refresh_changes_nothing_and_next_refresh_catches_up(lake):
     harness, plan = _setup_simple(lake)
     lake.execute("INSERT INTO dl.main.t VALUES (1, 'z'), (3, 'w')")
-    late = plan.maintain.index("COMMIT") - 2  # after the view's table was written
-    broken = plan.maintain[:late] + ["SELECT error('boom')"] + plan.maintain[late:]
+    steps = plan.steps["maintain"]
+    late = index_of(steps, Commit) - 2  # after the view's table was written
+    broken = [*steps[:late], Sql("SELECT error('boom')"), *steps[late:]]
     before = harness.rows(plan.query_mv)
     with pytest.raises(duckdb.Error, match="boom"):
-        refresh(lake, type(plan)(**{**plan.__dict__, "maintain": broken}), strategy="incremental")
+        refresh(
+            lake,
+            type(plan)(**{**plan.__dict__, "steps": {**plan.steps, "maintain": broken}}),
+            strategy="incremental",
+        )
     assert harness.rows(plan.query_mv) == before
     assert _temp_tables(lake) == []  # rolled back with the transaction
     refresh(lake, plan, strategy="incremental")

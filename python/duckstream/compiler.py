@@ -16,7 +16,7 @@ from duckstream.engines import engine_for
 from duckstream.engines.base import Source, Target
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.normalize import normalize
-from duckstream.plan import IVMPlan, Naming
+from duckstream.plan import PROTOCOL, Begin, Commit, IVMPlan, Naming, Sql, Step, with_cleanup
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
@@ -131,28 +131,37 @@ def compile_ivm(
         from duckstream.tree.project import Project
 
         sink = BagSink(ctx, Project(parts.block, parts.items, parts.names))
-    initialize = (
-        engine.begin()
-        + engine.pin_for_initialize()
-        + engine.populate(sink.populate())
-        + engine.record_cursors()
-        + engine.commit()
-    )
-    maintain = (
-        engine.begin()
-        + engine.pin_window()
-        + engine.prepare_changes()
-        + sink.maintain()
-        + engine.advance_cursors()
-        + engine.commit()
-    )
+    initialize: list[Step] = [
+        Begin(),
+        *engine.pin_for_initialize(),
+        *engine.populate(sink.populate()),
+        *engine.record_cursors(),
+        Commit(),
+    ]
+    maintain: list[Step] = [
+        Begin(),
+        *engine.pin_window(),
+        *engine.prepare_changes(),
+        *sink.maintain(),
+        *engine.advance_cursors(),
+        Commit(),
+    ]
+    steps: dict[str, list[Step]] = {
+        "create_cursors_table": [Sql(engine.create_cursors_table())],
+        "create_mv": [Sql(sink.create_mv())],
+        "initialize_cursors": with_cleanup(initialize, engine.drop),
+        "maintain": with_cleanup(maintain, engine.drop),
+        "query_mv": [Sql(sink.query_mv())],
+    }
+    rendered = {name: [t for s in steps[name] for t in engine.render(s)] for name in PROTOCOL}
     return IVMPlan(
         view_sql=select.sql(dialect=dialect),
-        create_cursors_table=engine.create_cursors_table(),
-        create_mv=sink.create_mv(),
-        initialize_cursors=initialize,
-        maintain=maintain,
-        query_mv=sink.query_mv(),
+        create_cursors_table=rendered["create_cursors_table"][0],
+        create_mv=rendered["create_mv"][0],
+        initialize_cursors=rendered["initialize_cursors"],
+        maintain=rendered["maintain"],
+        query_mv=rendered["query_mv"][0],
+        steps=steps,
         base_tables={s.name: s.catalog for s in found.values()},
         features=ctx.features,
         mv_table=target.fqn,

@@ -47,7 +47,7 @@ def estimate(
     checked the cursors already; read here when not given."""
     if window is None:
         try:
-            window = ducklake_window.read(con, ducklake_window.statement_of(plan.maintain))
+            window = ducklake_window.read(con, ducklake_window.spec_of(plan.steps["maintain"]))
         except RebuildRequired as error:
             return error.reason
     sources: dict[str, SourceEstimate] = {}

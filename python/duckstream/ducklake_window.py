@@ -3,11 +3,8 @@
 A refresh's window is, per catalog, the end snapshot it applies up to and, per source, the
 cursor it starts from, the source's table id and whether (and how) the source changed in
 between. The runner (:func:`duckstream.runtime.run_statements`) pins it when it meets the
-plan's directive statement::
-
-    -- duckstream: pin window {"variable": ..., "view": ..., "catalogs": [...], "sources": [...]}
-
-with two plain reads of the catalogs' metadata (:func:`read`): each catalog's end (the
+plan's :class:`~duckstream.plan.PinWindow` step (its spec a :class:`WindowSpec`) with two
+plain reads of the catalogs' metadata (:func:`read`): each catalog's end (the
 transaction's snapshot, ``ducklake_current_snapshot``) with the view's cursors (the extra info
 of the newest commit that recorded them, :mod:`duckstream.ducklake_cursors`) and the table
 id each source's name points to at that end; then each catalog's snapshot log from its oldest
@@ -20,8 +17,9 @@ refresh pays before it reads any change, so it is kept small on purpose:
 * ``ducklake_snapshots()`` lists a catalog's whole history (~10 ms per 1,000 snapshots, and a
   lake gains a snapshot with every commit); the log since the cursors is a few rows.
 
-To run a plan by hand: run the two reads of :func:`read`, apply :func:`window_from`'s rules
-(spelled out in its docstring) and ``SET VARIABLE <variable> = <the struct>``.
+A plan rendered as SQL (``IVMPlan.maintain``) pins the window with :func:`pin_sql` instead:
+one ``SET VARIABLE`` whose query reads the same metadata and applies the same rules, failing
+with ``duckstream: rebuild required: ...`` from SQL. Both are tested against recomputation.
 
 >>> spec = WindowSpec("v", "lake.main.mv", ["lake"], ["lake.main.t"])
 >>> log = {0: [(1, "inserted_into_table:5"), (2, "inlined_insert:7"), (3, "inlined_insert:5")]}
@@ -44,15 +42,13 @@ source lake.main.t was renamed, dropped or recreated (table id 5, now 9)
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from duckstream import ducklake_cursors
 from duckstream.errors import RebuildRequired
-
-DIRECTIVE = "-- duckstream: pin window "
+from duckstream.plan import PinWindow
 
 # Change kinds of DuckLake's snapshot log (``changes_made``) that only add rows, or only remove
 # rows. A window whose log lists only one of them for a source may skip reading the other half
@@ -82,17 +78,6 @@ class WindowSpec:
     # The view's append-only cursors log (``catalog.schema.table``), read only to say why a
     # window has no cursors (:func:`read`); empty when unknown.
     cursors: str = ""
-
-    def statement(self) -> str:
-        """The plan's statement: the directive the runner pins the window for."""
-        return f"{DIRECTIVE}{json.dumps(asdict(self))}"
-
-    @classmethod
-    def parse(cls, statement: str) -> WindowSpec | None:
-        """The spec of a pin-window statement; ``None`` for any other statement."""
-        if not statement.startswith(DIRECTIVE):
-            return None
-        return cls(**json.loads(statement[len(DIRECTIVE) :]))
 
 
 @dataclass
@@ -219,12 +204,9 @@ def window_from(
     return Window(spec.variable, window, all_kinds, bounds, snapshots_of)
 
 
-def read(con: Any, statement: str, *, pin: bool = False) -> Window:
-    """The window of a pin-window ``statement`` on ``con``; with ``pin``, also set its
-    variable (inside the refresh's transaction, before the statements that use it)."""
-    spec = WindowSpec.parse(statement)
-    if spec is None:
-        raise ValueError("not a pin-window statement")
+def read(con: Any, spec: WindowSpec, *, pin: bool = False) -> Window:
+    """The window of ``spec`` on ``con``; with ``pin``, also set its variable (inside the
+    refresh's transaction, before the statements that use it)."""
     view_catalog = spec.view.split(".", 1)[0]
     current = {c: f"(SELECT id FROM ducklake_current_snapshot({_lit(c)}))" for c in spec.catalogs}
     # 1. each catalog's end, the view's newest cursors no newer than its catalog's end, and
@@ -286,6 +268,126 @@ def read(con: Any, statement: str, *, pin: bool = False) -> Window:
     if pin:
         con.execute(set_window(spec.variable, window.values))
     return window
+
+
+_CURSORS_TYPE = '{"cursors": [{"source": "VARCHAR", "table_id": "BIGINT", "snapshot": "BIGINT"}]}'
+
+
+def pin_sql(spec: WindowSpec) -> str:
+    """The window pin as one plain statement: ``SET VARIABLE <variable> = (SELECT CASE WHEN
+    <a rule is broken> THEN error('duckstream: rebuild required: ...') ... ELSE
+    struct_pack(<the window>) END ...)``, reading the metadata :func:`read` reads and
+    applying :func:`window_from`'s rules (slower to plan than the runner's path, same
+    result)."""
+    rebuild = _lit(RebuildRequired.PREFIX)
+    ends = " UNION ALL ".join(
+        f"SELECT {k} AS k, CAST(id AS BIGINT) AS e FROM ducklake_current_snapshot({_lit(c)})"
+        for k, c in enumerate(spec.catalogs)
+    )
+    view_k = spec.catalogs.index(spec.view.split(".", 1)[0])
+    newest = ducklake_cursors.newest_query(
+        spec.catalogs[view_k], spec.view, until=f"(SELECT e FROM _ivm_ends WHERE k = {view_k})"
+    )
+    end_fields = [f"end_{k} := e.end_{k}" for k in range(len(spec.catalogs))]
+    end_cols = ", ".join(
+        f"max(e) FILTER (WHERE k = {k}) AS end_{k}" for k in range(len(spec.catalogs))
+    )
+    if not spec.sources:
+        return (
+            f"SET VARIABLE {spec.variable} = (WITH _ivm_ends AS MATERIALIZED ({ends})"
+            f" SELECT struct_pack({', '.join([*end_fields, 'changed := false'])})"
+            f" FROM (SELECT {end_cols} FROM _ivm_ends) AS e)"
+        )
+    rows = []
+    for i, source in enumerate(spec.sources):
+        catalog, schema, name = source.split(".", 2)
+        k = spec.catalogs.index(catalog)
+        meta = ducklake_cursors.metadata_database(catalog)
+        end = f"(SELECT e FROM _ivm_ends WHERE k = {k})"
+
+        def within(column: str, end: str = end) -> str:
+            return f"{column} > c.cursor AND {column} <= {end}"
+
+        items = (
+            "SELECT regexp_extract(item, '^([a-z_]+):', 1) AS kind,"
+            " regexp_extract(item, '^[a-z_]+:([^,]*)', 1) AS target FROM (SELECT"
+            f" unnest(regexp_extract_all(coalesce(x.changes_made, ''), {_lit(_ITEM.pattern)}))"
+            f" AS item FROM {meta}.ducklake_snapshot_changes AS x"
+            f" WHERE {within('x.snapshot_id')})"
+        )
+        rows.append(
+            f"SELECT {i} AS n, c.source, c.cursor, c.table_id,"
+            f" (SELECT max(t.table_id) FROM {meta}.ducklake_schema AS s"
+            f" JOIN {meta}.ducklake_table AS t ON t.schema_id = s.schema_id"
+            " AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+            f" WHERE lower(s.schema_name) = lower({_lit(schema)})"
+            f" AND lower(t.table_name) = lower({_lit(name)})) AS now_id,"
+            f" EXISTS (SELECT 1 FROM {meta}.ducklake_snapshot AS y"
+            f" WHERE y.snapshot_id = c.cursor AND y.snapshot_id <= {end}) AS present,"
+            f" coalesce((SELECT list(DISTINCT kind) FROM ({items}) AS z"
+            " WHERE target = CAST(c.table_id AS VARCHAR)), []) AS kinds,"
+            f" EXISTS (SELECT 1 FROM {meta}.ducklake_data_file AS f"
+            f" WHERE f.table_id = c.table_id AND {within('f.begin_snapshot')})"
+            " AS added,"
+            f" EXISTS (SELECT 1 FROM {meta}.ducklake_data_file AS f"
+            f" WHERE f.table_id = c.table_id AND {within('f.end_snapshot')})"
+            f" OR EXISTS (SELECT 1 FROM {meta}.ducklake_delete_file AS f"
+            f" WHERE f.table_id = c.table_id AND {within('f.begin_snapshot')})"
+            " AS removed"
+            f" FROM _ivm_cursors AS c WHERE c.source = {_lit(source)}"
+        )
+
+    def kinds_in(kinds: frozenset[str]) -> str:
+        return "[" + ", ".join(_lit(k) for k in sorted(kinds)) + "]"
+
+    flags = (
+        "SELECT *, len(kinds) > 0 OR added OR removed AS changed,"
+        f" len(list_filter(kinds, x -> NOT list_contains({kinds_in(DELETE_KINDS)}, x))) > 0"
+        " OR added AS inserts,"
+        f" len(list_filter(kinds, x -> NOT list_contains({kinds_in(INSERT_KINDS)}, x))) > 0"
+        " OR removed AS deletes,"
+        f" list_has_any(kinds, {kinds_in(ALTER_KINDS)}) AS altered FROM ("
+        + " UNION ALL ".join(rows)
+        + ")"
+    )
+    fields, columns = [*end_fields, "changed := w.changed"], []
+    for i in range(len(spec.sources)):
+        for name in ("cursor", "table_id", "changed", "inserts", "deletes"):
+            fields.append(f"{name}_{i} := w.{name}_{i}")
+            columns.append(f"max({name}) FILTER (WHERE n = {i}) AS {name}_{i}")
+    n = len(spec.sources)
+    wanted = ", ".join(_lit(s) for s in spec.sources)
+    moved = (
+        "min(source || ' was renamed, dropped or recreated (table id ' || table_id || ', now '"
+        " || coalesce(CAST(now_id AS VARCHAR), 'no table') || ')')"
+        " FILTER (WHERE now_id IS DISTINCT FROM table_id)"
+    )
+    return (
+        f"SET VARIABLE {spec.variable} = (WITH _ivm_ends AS MATERIALIZED ({ends}),"
+        " _ivm_cursors AS MATERIALIZED (SELECT u.c.source AS source,"
+        " u.c.table_id AS table_id, u.c.snapshot AS cursor FROM (SELECT"
+        f" unnest(from_json(commit_extra_info, {_lit(_CURSORS_TYPE)}).cursors) AS c"
+        f" FROM ({newest})) AS u WHERE u.c.source IN ({wanted})),"
+        f" _ivm_window AS MATERIALIZED ({flags})"
+        " SELECT CASE"
+        f" WHEN k.n = 0 THEN error({rebuild} || 'no cursors recorded (the view was never"
+        " built, or the commit that recorded its cursors was expired)')"
+        f" WHEN k.n <> {n} OR k.d <> {n}"
+        f" THEN error({rebuild} || 'no single cursor for every source (initialize the view)')"
+        " WHEN w.expired IS NOT NULL"
+        f" THEN error({rebuild} || 'the cursor snapshot ' || w.expired || ' was expired')"
+        " WHEN w.altered IS NOT NULL"
+        f" THEN error({rebuild} || 'source ' || w.altered || ' was altered or recreated')"
+        f" WHEN w.moved IS NOT NULL THEN error({rebuild} || 'source ' || w.moved)"
+        f" ELSE struct_pack({', '.join(fields)}) END"
+        " FROM (SELECT count(*) AS n, count(DISTINCT source) AS d FROM _ivm_cursors) AS k,"
+        f" (SELECT {end_cols} FROM _ivm_ends) AS e,"
+        " (SELECT arg_min(cursor || ' of ' || source, source) FILTER (WHERE NOT present)"
+        " AS expired,"
+        " min(source) FILTER (WHERE altered) AS altered,"
+        f" {moved} AS moved, coalesce(bool_or(changed), false) AS changed,"
+        f" {', '.join(columns)} FROM _ivm_window) AS w)"
+    )
 
 
 def _table_ids(spec: WindowSpec) -> list[str]:
@@ -374,9 +476,9 @@ def set_window(variable: str, window: dict[str, Any]) -> str:
     return f"SET VARIABLE {variable} = struct_pack({fields})"
 
 
-def statement_of(statements: list[str]) -> str:
-    """The pin-window statement among a plan's ``maintain`` statements."""
-    return next(s for s in statements if s.startswith(DIRECTIVE))
+def spec_of(steps: list[Any]) -> WindowSpec:
+    """The window spec of the :class:`~duckstream.plan.PinWindow` step among ``steps``."""
+    return next(s.spec for s in steps if isinstance(s, PinWindow))
 
 
 def _value(value: Any) -> str:

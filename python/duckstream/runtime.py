@@ -1,10 +1,11 @@
 """Run a plan's statements on a DuckDB connection: setup once, then refresh.
 
-The statement lists are plain SQL a user can run by hand, except one: ``maintain``'s window
-statement (``-- duckstream: pin window``) is a read whose rows the runner checks and turns
-into the window variable (:mod:`duckstream.ducklake_window` says how). These helpers also add
-what a program wants around them: a rollback when a statement fails, so the connection is
-usable again and the table and cursors are exactly as before.
+The runner executes the plan's steps (:mod:`duckstream.plan`), each as its plain SQL
+rendering (``IVMPlan.maintain`` and friends, SQL a user can run by hand), except one:
+``maintain``'s :class:`~duckstream.plan.PinWindow` is pinned by two reads whose rows the
+runner checks in Python (:mod:`duckstream.ducklake_window`: faster than the same checks as
+SQL). These helpers also add what a program wants around them: a rollback when a statement
+fails, so the connection is usable again and the table and cursors are exactly as before.
 
 The runner only ever rolls back a transaction it opened itself. A refresh or a setup is its
 own transaction, so it refuses to start inside the caller's (DuckDB has no nested
@@ -18,8 +19,9 @@ import warnings
 from typing import TYPE_CHECKING, Any, Protocol
 
 from duckstream import ducklake_window
+from duckstream.engines.duckdb import render
 from duckstream.errors import DuckstreamError
-from duckstream.plan import IVMPlan
+from duckstream.plan import Begin, Cleanup, Commit, IVMPlan, PinWindow, Sql, Step
 
 if TYPE_CHECKING:
     from duckstream.strategy import Policy, RefreshReport
@@ -56,8 +58,10 @@ def _is(statement: str, *words: str) -> bool:
     return statement.lstrip().upper().startswith(words)
 
 
-def run_statements(con: Connection, statements: list[str], *, opened: bool = False) -> None:
-    """Run ``statements`` in order.
+def run_statements(
+    con: Connection, statements: list[str] | list[Step], *, opened: bool = False
+) -> None:
+    """Run ``statements`` (plain SQL, or a plan's steps) in order.
 
     On failure, roll back the transaction this call opened (its ``BEGIN``), or continues
     (``opened``: an earlier call's ``BEGIN`` of the runner's), and re-raise; a statement that
@@ -67,14 +71,16 @@ def run_statements(con: Connection, statements: list[str], *, opened: bool = Fal
     """
     own = opened
     ended = False
-    for statement in statements:
+    for item in statements:
+        step = Sql(item) if isinstance(item, str) else item
         try:
-            if statement.startswith(ducklake_window.DIRECTIVE):
-                ducklake_window.read(con, statement, pin=True)
+            if isinstance(step, PinWindow):
+                ducklake_window.read(con, step.spec, pin=True)
             else:
-                con.execute(statement)
+                for statement in render(step):
+                    con.execute(statement)
         except Exception as error:
-            if ended:
+            if ended or (isinstance(step, Cleanup) and not own):
                 warnings.warn(
                     f"duckstream: clean-up after commit failed ({error}); the refresh is applied",
                     RuntimeWarning,
@@ -85,17 +91,18 @@ def run_statements(con: Connection, statements: list[str], *, opened: bool = Fal
                 with contextlib.suppress(Exception):  # the transaction is gone already
                     con.execute("ROLLBACK")
             raise
-        if _is(statement, "BEGIN"):
+        text = step.statement if isinstance(step, Sql) else ""
+        if isinstance(step, Begin) or _is(text, "BEGIN"):
             own = True
-        elif own and _is(statement, "COMMIT", "END", "ROLLBACK", "ABORT"):
+        elif own and (isinstance(step, Commit) or _is(text, "COMMIT", "END", "ROLLBACK", "ABORT")):
             own, ended = False, True
 
 
 def setup(con: Connection, plan: IVMPlan) -> None:
     """Create the cursors table and the materialized view, and fill it at a pinned snapshot."""
     refuse_open_transaction(con, "setup()")
-    run_statements(con, [plan.create_cursors_table, plan.create_mv])
-    run_statements(con, plan.initialize_cursors)
+    run_statements(con, [*plan.steps["create_cursors_table"], *plan.steps["create_mv"]])
+    run_statements(con, plan.steps["initialize_cursors"])
 
 
 def refresh(

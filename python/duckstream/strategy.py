@@ -23,7 +23,7 @@ from duckstream import ducklake_window
 from duckstream.cost import Policy, RefreshReport, SourceEstimate, decide
 from duckstream.ducklake_estimate import estimate
 from duckstream.errors import RebuildRequired
-from duckstream.plan import IVMPlan
+from duckstream.plan import Begin, Commit, IVMPlan, PinSnapshot, PinWindow, Sql, Step, index_of
 from duckstream.runtime import Connection, refuse_open_transaction, run_statements
 
 __all__ = [
@@ -67,10 +67,10 @@ def refresh(
     refuse_open_transaction(con, "refresh()")
     start = time.perf_counter()
     if strategy == "incremental":
-        run_statements(con, plan.maintain)
+        run_statements(con, plan.steps["maintain"])
         report = RefreshReport("incremental", strategy, "requested")
     elif strategy == "full":
-        run_statements(con, plan.initialize_cursors)
+        run_statements(con, plan.steps["initialize_cursors"])
         report = RefreshReport("full", strategy, "requested")
     else:
         report = _auto(con, plan, policy or Policy())
@@ -119,13 +119,13 @@ def begin(
     ``full`` rebuilds; a window that cannot be maintained is rebuilt, the report says why.
     The transaction stays open: :func:`finish` runs the chosen path to its COMMIT,
     :func:`abandon` rolls it back. ``run`` runs statement lists."""
-    pin = ducklake_window.statement_of(plan.maintain)
-    at = plan.maintain.index(pin)
+    maintain = plan.steps["maintain"]
+    at = index_of(maintain, PinWindow)
     start = time.perf_counter()
-    run(con, plan.maintain[:at])  # BEGIN TRANSACTION, as initialize_cursors[0]
+    run(con, maintain[:at])  # BEGIN TRANSACTION, as initialize_cursors begins
     window = None
     try:  # the transaction is the runner's from here on: a failure rolls it back
-        window = ducklake_window.read(con, pin, pin=True)
+        window = ducklake_window.read(con, ducklake_window.spec_of(maintain), pin=True)
         if strategy != "auto":
             report = RefreshReport(strategy, strategy, "requested")
         elif not estimate_unchanged and not window.values["changed"]:
@@ -153,15 +153,17 @@ def finish(
     first when rebuilding (e.g. ``plan.create_mv`` to replace the table); ``before_commit``:
     run in the transaction just before its COMMIT (e.g. a state record)."""
     plan, window = pinned.plan, pinned.window
-    at = plan.maintain.index(ducklake_window.statement_of(plan.maintain))
+    maintain, initialize = plan.steps["maintain"], plan.steps["initialize_cursors"]
+    first = [Sql(s) for s in rebuild_first]
+    rest: list[Step]
     if pinned.report.strategy == "incremental":
-        rest = plan.maintain[at + 1 :]
+        rest = maintain[index_of(maintain, PinWindow) + 1 :]
     elif window is None:
-        rest = [*rebuild_first, *plan.initialize_cursors[at:]]
+        rest = [*first, *initialize[index_of(initialize, Begin) + 1 :]]
     else:  # the pinned window serves the rebuild: same ends, and its sources' live table ids
-        rest = [*rebuild_first, *plan.initialize_cursors[_after_pin(plan, window) :]]
-    commit = max(i for i, s in enumerate(rest) if s.strip().upper() == "COMMIT")
-    run(con, [*rest[:commit], *before_commit, *rest[commit:]], opened=True)
+        rest = [*first, *initialize[index_of(initialize, PinSnapshot) + 1 :]]
+    commit = index_of(rest, Commit)
+    run(con, [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]], opened=True)
 
 
 def rebuild(
@@ -175,27 +177,26 @@ def rebuild(
     """Build the table in one transaction: create the cursors table, create the table anew
     (``replace``) or keep it, fill it at a pinned snapshot and record the cursors; run
     ``before_commit`` just before the COMMIT."""
-    steps = plan.initialize_cursors
-    if (
-        len(steps) < 2
-        or not steps[0].strip().upper().startswith("BEGIN")
-        or steps[-1].strip().upper() != "COMMIT"
-    ):
-        raise RuntimeError(f"duckstream: expected a BEGIN ... COMMIT step, got {steps[:1]}")
-    create = [plan.create_mv] if replace else []
-    run(con, [steps[0], plan.create_cursors_table, *create, *steps[1:-1], *before_commit, "COMMIT"])
+    steps = plan.steps["initialize_cursors"]
+    begin, commit = index_of(steps, Begin), index_of(steps, Commit)
+    create = plan.steps["create_mv"] if replace else []
+    run(
+        con,
+        [
+            *steps[: begin + 1],
+            *plan.steps["create_cursors_table"],
+            *create,
+            *steps[begin + 1 : commit],
+            *(Sql(s) for s in before_commit),
+            *steps[commit:],
+        ],
+    )
 
 
 def abandon(con: Connection) -> None:
     """Roll back the transaction :func:`begin` opened (nothing to do, or a failure)."""
     with contextlib.suppress(Exception):
         con.execute("ROLLBACK")
-
-
-def _after_pin(plan: IVMPlan, window: ducklake_window.Window) -> int:
-    """Where ``initialize_cursors`` goes on past its own pin of the window variable."""
-    pin = f"SET VARIABLE {window.variable} "
-    return next(i for i, s in enumerate(plan.initialize_cursors) if s.startswith(pin)) + 1
 
 
 # -- the estimate ------------------------------------------------------------------------

@@ -22,6 +22,16 @@ from sqlglot import exp
 from duckstream import ducklake_cursors, ducklake_window
 from duckstream.ducklake_names import same_names
 from duckstream.engines.base import MULT, Engine, Source, Version
+from duckstream.plan import (
+    Begin,
+    Cleanup,
+    Commit,
+    CreateTemp,
+    PinSnapshot,
+    PinWindow,
+    Sql,
+    Step,
+)
 
 
 def _lit(value: str) -> str:
@@ -39,6 +49,23 @@ def _columns(source: Source) -> list[exp.Expr]:
     return [exp.column(n, quoted=True) for n in sorted(source.columns)]
 
 
+def render(step: Step) -> list[str]:
+    """Plain DuckDB SQL; the window pin as one ``SET VARIABLE`` that checks the window
+    in SQL (:func:`duckstream.ducklake_window.pin_sql`: what the runner checks in Python)."""
+    if isinstance(step, Sql | PinSnapshot | Cleanup):
+        return [step.statement]
+    if isinstance(step, Begin):
+        return ["BEGIN TRANSACTION"]
+    if isinstance(step, Commit):
+        return ["COMMIT"]
+    if isinstance(step, CreateTemp):
+        query = step.query.sql(dialect="duckdb")
+        return [f"CREATE OR REPLACE TEMP TABLE {step.name} AS {query}"]
+    if isinstance(step, PinWindow):
+        return [ducklake_window.pin_sql(step.spec)]
+    raise TypeError(f"DuckLake plans have no {type(step).__name__} step")
+
+
 class DuckLakeEngine(Engine):
     dialect = "duckdb"
     changes_are_materialized = True
@@ -50,8 +77,8 @@ class DuckLakeEngine(Engine):
     def runtime_value(self, name: str) -> exp.Expr:
         return exp.Anonymous(this="getvariable", expressions=[exp.Literal.string(self._var(name))])
 
-    def set_runtime_value(self, name: str, query: exp.Expr) -> str:
-        return f"SET VARIABLE {self._var(name)} = ({query.sql(dialect='duckdb')})"
+    def set_runtime_value(self, name: str, query: exp.Expr) -> Step:
+        return Sql(f"SET VARIABLE {self._var(name)} = ({query.sql(dialect='duckdb')})")
 
     # The window of one refresh (end snapshot per catalog, cursor and "changed" per source) is
     # one STRUCT variable (:meth:`pin_window`): each statement costs a DuckLake round trip.
@@ -129,7 +156,7 @@ class DuckLakeEngine(Engine):
             exp.paren(once.distinct()).as_("_ivm_once")
         )
 
-    def prepare_changes(self) -> list[str]:
+    def prepare_changes(self) -> list[Step]:
         """Copy each changed source's window (the columns the view reads) into a temporary
         table once, netted by content: per distinct row, the sum of its signed multiplicities,
         rows that net to zero left out. Every delta term then reads that table: DuckDB knows
@@ -140,7 +167,7 @@ class DuckLakeEngine(Engine):
         Every rule downstream is linear in the multiplicity or nets by content itself, so a
         multiplicity other than +1/-1 is fine. An unchanged source's copy is empty and reads
         nothing."""
-        statements = []
+        statements: list[Step] = []
         for s in self.sources:
             both = exp.union(
                 self._read_changes(s, "ducklake_table_insertions", 1),
@@ -170,14 +197,13 @@ class DuckLakeEngine(Engine):
             "mv_name VARCHAR, source_table VARCHAR, table_id BIGINT, last_snapshot BIGINT)"
         )
 
-    def begin(self) -> list[str]:
-        return ["BEGIN TRANSACTION"]
+    def render(self, step: Step) -> list[str]:
+        return render(step)
 
-    def commit(self) -> list[str]:
-        """Commit, then drop the temporary tables (change copies, deltas) of this refresh: they
-        live in the session, holding memory until the connection closes otherwise."""
-        drops = [f"DROP TABLE IF EXISTS {name}" for name in dict.fromkeys(self.temps)]
-        return ["COMMIT", *drops]
+    def drop(self, name: str) -> Step:
+        """Drop a temporary table of this refresh after its COMMIT (change copies, deltas):
+        they live in the session, holding memory until the connection closes otherwise."""
+        return Cleanup(f"DROP TABLE IF EXISTS {name}")
 
     def _catalogs(self) -> list[str]:
         return sorted({s.catalog for s in self.sources} | {self.tgt.catalog})
@@ -204,7 +230,7 @@ class DuckLakeEngine(Engine):
             )
         return f"_ivm_ids AS MATERIALIZED ({' UNION ALL '.join(reads)})"
 
-    def pin_for_initialize(self) -> list[str]:
+    def pin_for_initialize(self) -> list[Step]:
         """One statement: the end snapshot of each catalog (``ducklake_current_snapshot``, the
         transaction's snapshot, far cheaper than the snapshot list) and each source's table
         id, failing with ``duckstream: source table ... does not exist`` when one is missing."""
@@ -229,7 +255,11 @@ class DuckLakeEngine(Engine):
         window = f"struct_pack({', '.join(fields)})"
         if not self.sources:
             query = f"SELECT {window} FROM (SELECT {ends_row} FROM _ivm_ends)"
-            return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
+            return [
+                PinSnapshot(
+                    f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"
+                )
+            ]
         ctes.append(self._table_ids())
         ids = ", ".join(
             f"max(table_id) FILTER (WHERE source = {s.index}) AS table_id_{s.index}"
@@ -242,12 +272,14 @@ class DuckLakeEngine(Engine):
             f" (SELECT min(fqn) FILTER (WHERE table_id IS NULL) AS missing, {ids}"
             " FROM _ivm_ids) AS i"
         )
-        return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
+        return [
+            PinSnapshot(f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})")
+        ]
 
-    def record_cursors(self) -> list[str]:
+    def record_cursors(self) -> list[Step]:
         return self._write_cursors(guard=None)
 
-    def _write_cursors(self, guard: exp.Expr | None) -> list[str]:
+    def _write_cursors(self, guard: exp.Expr | None) -> list[Step]:
         """This view's cursors (the pinned ends) into the commit's extra info, and their rows
         appended to the cursors log, which makes sure the commit makes a snapshot (DuckLake
         makes none when nothing changed). One INSERT: each statement costs a round trip."""
@@ -265,15 +297,18 @@ class DuckLakeEngine(Engine):
         rows = ", ".join(f"({mv}, {_lit(fqn)}, {tid}, {snap})" for fqn, tid, snap in cursors)
         where = f" WHERE {guard.sql('duckdb')}" if guard is not None else ""
         return [
-            ducklake_cursors.record(self.tgt.catalog, self.tgt.fqn, cursors),
-            f"INSERT INTO {self.tgt.cursors_fqn} (mv_name, source_table, table_id,"
-            f" last_snapshot) SELECT * FROM (VALUES {rows}){where}",
+            Sql(ducklake_cursors.record(self.tgt.catalog, self.tgt.fqn, cursors)),
+            Sql(
+                f"INSERT INTO {self.tgt.cursors_fqn} (mv_name, source_table, table_id,"
+                f" last_snapshot) SELECT * FROM (VALUES {rows}){where}"
+            ),
         ]
 
-    def pin_window(self) -> list[str]:
-        """The directive the runner pins the window for (:mod:`duckstream.ducklake_window`:
-        the catalogs' snapshot logs since the cursors, checked in Python; planning the checks
-        as SQL cost more than running them); it fails with ``duckstream: rebuild required:
+    def pin_window(self) -> list[Step]:
+        """The window to pin (:mod:`duckstream.ducklake_window`: the runner reads the
+        catalogs' snapshot logs since the cursors and checks them in Python, as planning the
+        checks as SQL cost more than running them; rendered, the same checks are one SQL
+        statement); it fails with ``duckstream: rebuild required:
         ...`` when a cursor is missing or expired, or a source was altered."""
         spec = ducklake_window.WindowSpec(
             variable=self._var("window"),
@@ -282,16 +317,12 @@ class DuckLakeEngine(Engine):
             sources=[s.fqn for s in self.sources],
             cursors=self.tgt.cursors_fqn,
         )
-        return [spec.statement()]
+        return [PinWindow(spec)]
 
-    def advance_cursors(self) -> list[str]:
+    def advance_cursors(self) -> list[Step]:
         """Like :meth:`record_cursors`, when any source changed (else nothing is written, no
         snapshot is made, and the cursors stay where they are)."""
         return self._write_cursors(guard=self.any_changed())
-
-    def create_temp(self, name: str, query: exp.Expr) -> str:
-        self.temps.append(name)
-        return f"CREATE OR REPLACE TEMP TABLE {name} AS {query.sql(dialect='duckdb')}"
 
     def temp_table(self, name: str) -> exp.Table:
         return exp.table_(name, db="main", catalog="temp")
@@ -301,7 +332,7 @@ class DuckLakeEngine(Engine):
 
     def replace_rows(
         self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
-    ) -> list[str]:
+    ) -> list[Step]:
         match = (
             exp.and_(
                 *(
@@ -319,8 +350,8 @@ class DuckLakeEngine(Engine):
         names = ", ".join(exp.to_identifier(c, quoted=True).sql("duckdb") for c in columns)
         mv = self.tgt.fqn
         return [
-            f"DELETE FROM {mv} AS _ivm_t WHERE {gone.sql('duckdb')}",
-            f"INSERT INTO {mv} ({names}) {added.sql('duckdb')}",
+            Sql(f"DELETE FROM {mv} AS _ivm_t WHERE {gone.sql('duckdb')}"),
+            Sql(f"INSERT INTO {mv} ({names}) {added.sql('duckdb')}"),
         ]
 
     def fresh_row_ids_base(self) -> exp.Expr:

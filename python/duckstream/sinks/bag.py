@@ -12,6 +12,7 @@ from __future__ import annotations
 from sqlglot import exp, parse_one
 
 from duckstream.engines.base import MULT, Version
+from duckstream.plan import Step
 from duckstream.sinks.base import Sink, col
 from duckstream.tree.aggregate import null_safe_match
 from duckstream.tree.base import Context, Relation
@@ -52,10 +53,10 @@ class BagSink(Sink):
     def all_columns(self) -> list[str]:
         return [*self.visible_columns(), ROW]
 
-    def populate(self) -> list[str]:
+    def populate(self) -> list[exp.Insert]:
         return [self._insert(self._numbered(self.relation.state(self.ctx, Version.NEW)))]
 
-    def maintain(self) -> list[str]:
+    def maintain(self) -> list[Step]:
         dialect = self.engine.dialect
         cols = self.visible_columns()
         delta = self.temp("delta")

@@ -40,13 +40,11 @@ from typing import TYPE_CHECKING
 
 from duckstream.cost import Policy, RefreshReport, SourceEstimate, decide
 from duckstream.engines.spark import CURSOR_PROPERTY
-from duckstream.engines.spark_dialect import DIRECTIVE
-from duckstream.plan import IVMPlan
+from duckstream.plan import CommitWith, IVMPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-_CURSOR_DIRECTIVE = f"{DIRECTIVE} snapshot property {CURSOR_PROPERTY}"
 # Appended to the reason when a window removed data files: why one deleted row may count 1M.
 REWRITES = " (copy-on-write: rows of the rewritten data files, which the changelog reads)"
 
@@ -120,10 +118,11 @@ def plan_sources(plan: IVMPlan) -> list[str]:
     """The full names of the plan's sources, as it records their cursors: the snapshot
     properties of the statement that populates the view."""
     return [
-        line[len(_CURSOR_DIRECTIVE) :].partition("=")[0].strip()
-        for statement in plan.initialize_cursors
-        for line in statement.splitlines()
-        if line.startswith(_CURSOR_DIRECTIVE)
+        key.removeprefix(CURSOR_PROPERTY)
+        for step in plan.steps["initialize_cursors"]
+        if isinstance(step, CommitWith)
+        for key, _ in step.properties
+        if key.startswith(CURSOR_PROPERTY)
     ]
 
 

@@ -38,7 +38,7 @@ from dbt_duckstream.model import ModelRequest, State, plan_hash
 from duckstream.compiler import compile_ivm
 from duckstream.plan import IVMPlan, Naming
 from duckstream.spark.estimate import choose
-from duckstream.spark.runtime import RebuildRequired, changed_sources, run_statements, setup
+from duckstream.spark.runtime import RebuildRequired, changed_sources, run_steps, setup
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -113,7 +113,7 @@ class IcebergBackend:
             setup(self.recording, plan)
         else:
             self.recording.sql(plan.create_cursors_table)
-            run_statements(self.recording, plan.initialize_cursors)
+            run_steps(self.recording, plan.steps["initialize_cursors"])
         _write_state(self.recording, self.table(request), state)
 
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
@@ -130,7 +130,7 @@ class IcebergBackend:
                 return self._rebuild(request, plan, state, f"auto: {report.reason}")
             reason = f"auto: {report.reason}" if request.strategy == "auto" else ""
         try:
-            values = run_statements(self.recording, plan.maintain)
+            values = run_steps(self.recording, plan.steps["maintain"])
         except RebuildRequired as error:
             return self._rebuild(request, plan, state, error.reason)
         changed, sources = changed_sources(values)
@@ -140,7 +140,7 @@ class IcebergBackend:
 
     def _rebuild(self, request: ModelRequest, plan: IVMPlan, state: State, why: str) -> Refreshed:
         """Refill the table in place with its cursors (one commit), and record the state."""
-        run_statements(self.recording, plan.initialize_cursors)
+        run_steps(self.recording, plan.steps["initialize_cursors"])
         _write_state(self.recording, self.table(request), state)
         return Refreshed("full", why)
 
