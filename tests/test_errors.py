@@ -7,7 +7,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from duckstream import UnsupportedSQLError, ViewSQLError, compile_ivm, ducklake_cursors
+from duckstream import UnsupportedSQLError, ViewSQLError, compile_ivm
+from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.errors import RebuildRequired
 from duckstream.plan import Commit, Sql, index_of
 from duckstream.runtime import refresh, setup

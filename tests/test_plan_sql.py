@@ -89,7 +89,7 @@ def test_both_pins_give_the_same_window(con):
     setup(con, plan)
     (pin,) = [s for s in plan.steps["maintain"] if isinstance(s, PinWindow)]
     sql = next(s for s in plan.maintain if s.startswith(f"SET VARIABLE {pin.spec.variable} "))
-    from duckstream import ducklake_window
+    from duckstream.engines.ducklake import window as ducklake_window
 
     for changes in CHANGES:
         _execute_all(con, changes)
@@ -133,3 +133,28 @@ def test_steps_are_typed_and_cleanup_follows_the_commit():
     assert all(k is Cleanup for k in kinds[commit + 1 :]) and kinds[commit + 1 :]
     initialize = plan.steps["initialize_cursors"]
     assert type(initialize[-1]) is Commit  # builds no temporary tables: nothing to drop
+
+
+def test_sources_in_two_catalogs_are_both_reported():
+    plan = compile_ivm("SELECT x.k, y.v FROM dl.main.a AS x JOIN raw.main.a AS y ON x.k = y.k")
+    assert [(s.catalog, s.schema, s.table, s.alias) for s in plan.sources] == [
+        ("dl", "main", "a", "x"),
+        ("raw", "main", "a", "y"),
+    ]
+    assert plan.tables == ["dl.main.a", "raw.main.a"]
+    self_join = compile_ivm("SELECT a.k FROM t AS a JOIN t AS b ON a.k = b.k")
+    assert [s.alias for s in self_join.sources] == ["a", "b"]
+    assert self_join.tables == ["dl.main.t"]
+
+
+def test_compile_prints_a_runnable_script(con, capsys):
+    from duckstream.cli import main
+
+    assert main(["compile", VIEW, "--mv-name", "cli_view"]) == 0
+    script = capsys.readouterr().out
+    con.execute(script)  # build, maintain once, read: every protocol step, plain SQL
+    con.execute("INSERT INTO dl.main.orders VALUES (20, 2, 4)")
+    plan = compile_ivm(VIEW, mv_name="cli_view", mv_catalog="dl")
+    assert "\n".join(plan.maintain) in script.replace(";\n", "\n")
+    _execute_all(con, plan.maintain)
+    assert _rows(con, plan.query_mv) == _rows(con, plan.view_sql)

@@ -236,12 +236,12 @@ def test_chained_ctes_read_only_the_base_table():
     from duckstream.compiler import compile_ivm
 
     plan = compile_ivm(SCENARIOS["chained_ctes"].view)
-    assert plan.base_tables == {"t": "dl"}
+    assert plan.tables == ["dl.main.t"]
 
 
 def test_mixed_case_source_keeps_its_spelling():
     from duckstream.compiler import compile_ivm
 
     plan = compile_ivm('SELECT MyKey FROM Orders AS o WHERE o."Group" = 1')
-    assert plan.base_tables == {"Orders": "dl"}
+    assert [s.table for s in plan.sources] == ["Orders"]
     assert plan.output_columns == ["MyKey"]

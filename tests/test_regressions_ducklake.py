@@ -15,11 +15,12 @@ from typing import Any
 import duckdb
 import pytest
 
-from duckstream import ducklake_cursors, ducklake_window
-from duckstream.ducklake_window import WindowSpec
+from duckstream.engines.ducklake import cursors as ducklake_cursors
+from duckstream.engines.ducklake import window as ducklake_window
+from duckstream.engines.ducklake.runner import Policy, choose, run_statements
+from duckstream.engines.ducklake.window import WindowSpec
 from duckstream.errors import DuckstreamError, RebuildRequired
-from duckstream.runtime import refresh, run_statements, setup
-from duckstream.strategy import Policy, choose
+from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import DuckLakeHarness, as_multiset
 from duckstream.testing.ducklake import connect_ducklake
 

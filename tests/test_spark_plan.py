@@ -13,7 +13,7 @@ import sqlglot
 
 from duckstream import UnsupportedSQLError, compile_ivm
 from duckstream.engines import engine_for
-from duckstream.engines.spark import IcebergEngine, value_query
+from duckstream.engines.iceberg.engine import IcebergEngine, value_query
 from duckstream.plan import (
     Cleanup,
     CommitWith,

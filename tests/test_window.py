@@ -1,4 +1,4 @@
-"""The DuckLake refresh window: the rules of :func:`duckstream.ducklake_window.window_from` on
+"""The DuckLake refresh window: the rules of ``window_from`` (engines/ducklake/window.py) on
 hand-made snapshot lists, and a view whose sources live in two DuckLake catalogs refreshed
 through windows where one, the other or both changed."""
 
@@ -9,7 +9,7 @@ import re
 import pytest
 
 from duckstream import compile_ivm
-from duckstream.ducklake_window import WindowSpec, changed_tables, window_from
+from duckstream.engines.ducklake.window import WindowSpec, changed_tables, window_from
 from duckstream.errors import RebuildRequired
 from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import as_multiset

@@ -16,7 +16,17 @@ from duckstream.engines import engine_for
 from duckstream.engines.base import Source, Target
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.normalize import normalize
-from duckstream.plan import PROTOCOL, Begin, Commit, IVMPlan, Naming, Sql, Step, with_cleanup
+from duckstream.plan import (
+    PROTOCOL,
+    Begin,
+    Commit,
+    IVMPlan,
+    Naming,
+    PlanSource,
+    Sql,
+    Step,
+    with_cleanup,
+)
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
@@ -94,6 +104,7 @@ def compile_ivm(
     )
     engine.check_view(select, schema)
     found: dict[str, Source] = {}
+    references: dict[PlanSource, None] = {}
 
     columns = used_columns(select)
 
@@ -101,6 +112,8 @@ def compile_ivm(
         key = table_key(table)
         if key not in found:
             found[key] = Source(table.catalog, table.db, table.name, len(found), columns[key])
+        alias = table.alias if table.alias and table.alias != table.name else None
+        references[PlanSource(table.catalog, table.db, table.name, alias)] = None
         return found[key]
 
     ctx = Context(engine=engine)
@@ -162,7 +175,7 @@ def compile_ivm(
         maintain=rendered["maintain"],
         query_mv=rendered["query_mv"][0],
         steps=steps,
-        base_tables={s.name: s.catalog for s in found.values()},
+        sources=list(references),
         features=ctx.features,
         mv_table=target.fqn,
         cursors_table=target.cursors_fqn,

@@ -143,6 +143,21 @@ class Naming:
         return f"_ivm_{purpose}"
 
 
+@dataclass(frozen=True)
+class PlanSource:
+    """One table the view reads, as the view names it: ``alias`` where it has one (a table
+    read twice, e.g. a self-join, is listed once per alias)."""
+
+    catalog: str
+    schema: str
+    table: str
+    alias: str | None = None
+
+    @property
+    def fqn(self) -> str:
+        return f"{self.catalog}.{self.schema}.{self.table}"
+
+
 PROTOCOL = ("create_cursors_table", "create_mv", "initialize_cursors", "maintain", "query_mv")
 
 
@@ -166,13 +181,18 @@ class IVMPlan:
     initialize_cursors: list[str]
     maintain: list[str]
     query_mv: str
-    base_tables: dict[str, str]
+    sources: list[PlanSource] = field(default_factory=list)
     features: set[str] = field(default_factory=set)
     mv_table: str = ""
     cursors_table: str = ""
     output_columns: list[str] = field(default_factory=list)
     dialect: str = "duckdb"
     steps: dict[str, list[Step]] = field(default_factory=dict)
+
+    @property
+    def tables(self) -> list[str]:
+        """The full names of the tables the view reads, each once, in order."""
+        return list(dict.fromkeys(s.fqn for s in self.sources))
 
     def statements(self) -> dict[str, list[str]]:
         """The plan's SQL grouped by protocol step, for printing."""

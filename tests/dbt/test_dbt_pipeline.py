@@ -15,7 +15,7 @@ pytest.importorskip("dbt.adapters.duckdb", reason="needs dbt-core and dbt-duckdb
 
 from dbt.adapters.duckstream import ivm  # noqa: E402
 from duckstream.demo_dbt import Invocation, Shop  # noqa: E402
-from duckstream.runtime import run_statements  # noqa: E402
+from duckstream.engines.ducklake.runner import run_statements  # noqa: E402
 
 # Models that read sources through views: the views need no rebuild between runs, so these
 # builds can use threads (see profiles.yml on views).

@@ -27,7 +27,8 @@ from dbt.adapters.duckstream.ivm import (  # noqa: E402
 )
 from dbt_duckstream import locate as locate_module  # noqa: E402
 from dbt_duckstream.locate import locate  # noqa: E402
-from duckstream import UnsupportedSQLError, ducklake_cursors  # noqa: E402
+from duckstream import UnsupportedSQLError  # noqa: E402
+from duckstream.engines.ducklake import cursors as ducklake_cursors  # noqa: E402
 
 TOTALS = (
     "SELECT customer, count(*) AS n, sum(amount) AS total FROM dl.main.orders GROUP BY customer"
@@ -259,7 +260,7 @@ def test_docstring_examples(module) -> None:
 def test_one_window_read_per_model_run(shop, monkeypatch) -> None:
     """The change window is read once per run, inside the refresh's transaction; the SQL the
     run executed comes back with the outcome (for target/run)."""
-    from duckstream import ducklake_window
+    from duckstream.engines.ducklake import window as ducklake_window
 
     materialize(shop, request(strategy="auto"))
     reads = []

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from duckstream.engines.spark import render, value_query
+from duckstream.engines.iceberg.engine import render, value_query
+from duckstream.engines.iceberg.estimate import SparkPolicy
 from duckstream.plan import (
     Cleanup,
     CommitWith,
@@ -18,7 +19,6 @@ from duckstream.plan import (
     StopUnless,
 )
 from duckstream.spark import RebuildRequired, refresh
-from duckstream.spark.estimate import SparkPolicy
 from duckstream.testing.differential import Column, Delete, Insert, TableSpec, Update
 from duckstream.testing.spark_harness import SparkHarness
 

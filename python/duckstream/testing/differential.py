@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from duckstream.compiler import compile_ivm
+from duckstream.engines.ducklake.runner import run_statements
 from duckstream.plan import IVMPlan
-from duckstream.runtime import refresh, run_statements, setup
+from duckstream.runtime import refresh, setup
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from duckstream.ducklake import extension_path, load_extension
+from duckstream.engines.ducklake.extension import extension_path, load_extension
 
 __all__ = [
     "attach_ducklake",

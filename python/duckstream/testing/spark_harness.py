@@ -19,8 +19,8 @@ import sqlglot
 from sqlglot import exp
 
 from duckstream.compiler import compile_ivm
+from duckstream.engines.iceberg.runner import refresh, setup
 from duckstream.plan import IVMPlan
-from duckstream.spark.runtime import refresh, setup
 from duckstream.testing.differential import (
     Batch,
     Change,

@@ -2,10 +2,10 @@
 
 The decision (build, rebuild or maintain, and why), the state record and the log line are
 the engine-independent core's (:mod:`dbt_duckstream`); this module does what only Spark does,
-with duckstream's Spark runner (:mod:`duckstream.spark.runtime`):
+with duckstream's Spark runner (:mod:`duckstream.engines.iceberg.runner`):
 
 * **refresh**: ``auto`` (the default) estimates the window from Iceberg metadata
-  (:func:`duckstream.spark.estimate.choose`) and rebuilds in place when that is cheaper or
+  (:func:`duckstream.engines.iceberg.estimate.choose`) and rebuilds in place when that is cheaper or
   maintaining is impossible; ``full`` rebuilds in place when a source changed; otherwise
   ``maintain`` runs, and if it raises :class:`RebuildRequired` (a source's schema changed,
   ...) the table is rebuilt in place (``initialize_cursors``: data and cursors in one
@@ -36,9 +36,9 @@ from dbt_duckstream.decide import Compiled, Found
 from dbt_duckstream.materialize import Refreshed
 from dbt_duckstream.model import ModelRequest, State, plan_hash
 from duckstream.compiler import compile_ivm
+from duckstream.engines.iceberg.estimate import choose
+from duckstream.engines.iceberg.runner import RebuildRequired, changed_sources, run_steps, setup
 from duckstream.plan import IVMPlan, Naming
-from duckstream.spark.estimate import choose
-from duckstream.spark.runtime import RebuildRequired, changed_sources, run_steps, setup
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,10 +1,21 @@
-"""Choose, per refresh, between incremental maintenance and a full rebuild, and say why.
+"""Run a DuckDB plan on a DuckDB connection: ``setup`` once, then ``refresh``.
 
-``refresh(con, plan, strategy="auto")`` first pins the refresh's window as ``maintain`` does
-(:mod:`duckstream.ducklake_window`), *estimates* its changes from DuckLake's catalog alone
-(:mod:`duckstream.ducklake_estimate`: one query over the catalog's file lists, no changed
-row read), weighs the two paths with the cost model of
-:mod:`duckstream.cost`, then runs either ``plan.maintain`` (apply the change feed) or
+The runner executes the plan's steps (:mod:`duckstream.plan`), each as its plain SQL
+rendering (``IVMPlan.maintain`` and friends, SQL a user can run by hand), except one:
+``maintain``'s :class:`~duckstream.plan.PinWindow` is pinned by two reads whose rows the
+runner checks in Python (:mod:`duckstream.engines.ducklake.window`: faster than the same checks as
+SQL). These helpers also add what a program wants around them: a rollback when a statement
+fails, so the connection is usable again and the table and cursors are exactly as before.
+
+The runner only ever rolls back a transaction it opened itself. A refresh or a setup is its
+own transaction, so it refuses to start inside the caller's (DuckDB has no nested
+transactions: its ``BEGIN`` would fail and abort the caller's work), before touching anything.
+
+``refresh(con, plan, strategy="auto")`` chooses, per refresh, between incremental maintenance
+and a full rebuild, and says why: it first pins the refresh's window as ``maintain`` does,
+*estimates* its changes from DuckLake's catalog alone (:mod:`.estimate`: one query over the
+catalog's file lists, no changed row read), weighs the two paths with the cost model of
+:mod:`duckstream.refresh`, then runs either ``plan.maintain`` (apply the change feed) or
 ``plan.initialize_cursors`` (pin a snapshot, rebuild the table, record the cursors: atomic,
 like ``maintain``). It returns a :class:`RefreshReport`: what was done and why. Auto also
 rebuilds, and says so, when incremental maintenance is impossible: no cursors yet, a cursor
@@ -15,34 +26,103 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from duckstream import ducklake_window
-from duckstream.cost import Policy, RefreshReport, SourceEstimate, decide
-from duckstream.ducklake_estimate import estimate
-from duckstream.errors import RebuildRequired
-from duckstream.plan import Begin, Commit, IVMPlan, PinSnapshot, PinWindow, Sql, Step, index_of
-from duckstream.runtime import Connection, refuse_open_transaction, run_statements
+from duckstream.connection import Connection
+from duckstream.engines.ducklake import window as ducklake_window
+from duckstream.engines.ducklake.engine import render
+from duckstream.engines.ducklake.estimate import estimate
+from duckstream.errors import DuckstreamError, RebuildRequired
+from duckstream.plan import (
+    Begin,
+    Cleanup,
+    Commit,
+    IVMPlan,
+    PinSnapshot,
+    PinWindow,
+    Sql,
+    Step,
+    index_of,
+)
+from duckstream.refresh import Policy, RefreshReport, check_strategy, decide
 
-__all__ = [
-    "STRATEGIES",
-    "Pinned",
-    "Policy",
-    "RefreshReport",
-    "SourceEstimate",
-    "abandon",
-    "begin",
-    "choose",
-    "decide",
-    "finish",
-    "rebuild",
-    "refresh",
-]
 
-Strategy = Literal["auto", "incremental", "full"]
-STRATEGIES: tuple[str, ...] = ("auto", "incremental", "full")
+class TransactionOpen(DuckstreamError):
+    """The caller has a transaction open on the connection: duckstream will not run in it."""
+
+
+def in_transaction(con: Connection) -> bool:
+    """Whether a transaction is open on ``con`` (DuckDB): ``txid_current()`` is the same for two
+    statements only inside one explicit transaction; in auto-commit each statement is its own.
+    A read, harmless inside the caller's transaction."""
+    first = con.execute("SELECT txid_current()").fetchone()
+    second = con.execute("SELECT txid_current()").fetchone()
+    return first == second
+
+
+def refuse_open_transaction(con: Connection, operation: str) -> None:
+    """Raise :class:`TransactionOpen` when the caller has a transaction open on ``con``; the
+    caller's transaction is left as it was, still committable."""
+    if in_transaction(con):
+        raise TransactionOpen(
+            f"duckstream: {operation} must run outside a transaction: it runs its own, and"
+            " DuckDB cannot nest them; commit or roll back yours first (it is untouched)"
+        )
+
+
+def _is(statement: str, *words: str) -> bool:
+    return statement.lstrip().upper().startswith(words)
+
+
+def run_statements(
+    con: Connection, statements: list[str] | list[Step], *, opened: bool = False
+) -> None:
+    """Run ``statements`` (plain SQL, or a plan's steps) in order.
+
+    On failure, roll back the transaction this call opened (its ``BEGIN``), or continues
+    (``opened``: an earlier call's ``BEGIN`` of the runner's), and re-raise; a statement that
+    fails outside such a transaction rolls nothing back (an open transaction is the caller's).
+    Statements after the ``COMMIT`` are clean-up (dropping temporary tables): the work is
+    ended, so their failure is a warning, not an error.
+    """
+    own = opened
+    ended = False
+    for item in statements:
+        step = Sql(item) if isinstance(item, str) else item
+        try:
+            if isinstance(step, PinWindow):
+                ducklake_window.read(con, step.spec, pin=True)
+            else:
+                for statement in render(step):
+                    con.execute(statement)
+        except Exception as error:
+            if ended or (isinstance(step, Cleanup) and not own):
+                warnings.warn(
+                    f"duckstream: clean-up after commit failed ({error}); the refresh is applied",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                continue
+            if own:
+                with contextlib.suppress(Exception):  # the transaction is gone already
+                    con.execute("ROLLBACK")
+            raise
+        text = step.statement if isinstance(step, Sql) else ""
+        if isinstance(step, Begin) or _is(text, "BEGIN"):
+            own = True
+        elif own and (isinstance(step, Commit) or _is(text, "COMMIT", "END", "ROLLBACK", "ABORT")):
+            own, ended = False, True
+
+
+def setup(con: Connection, plan: IVMPlan) -> None:
+    """Create the cursors table and the materialized view, and fill it at a pinned snapshot."""
+    refuse_open_transaction(con, "setup()")
+    run_statements(con, [*plan.steps["create_cursors_table"], *plan.steps["create_mv"]])
+    run_statements(con, plan.steps["initialize_cursors"])
+
+
 Runner = Callable[..., None]  # run_statements(con, statements, *, opened=False)
 
 
@@ -55,10 +135,9 @@ def refresh(
     ``full`` runs ``plan.initialize_cursors``; ``auto`` estimates and picks one, and falls back
     to a rebuild when the engine reports that incremental maintenance is impossible. Each is
     one transaction of its own: inside the caller's open transaction it refuses before doing
-    anything (:func:`duckstream.runtime.refuse_open_transaction`).
+    anything (:func:`refuse_open_transaction`).
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    check_strategy(strategy)
     if plan.dialect != "duckdb":
         raise ValueError(
             f"this refresh runs DuckDB plans; refresh a {plan.dialect} plan with"

@@ -5,7 +5,7 @@ What differs from DuckDB + DuckLake, and how this engine deals with it:
 - **Literals only.** ``VERSION AS OF`` and ``CALL`` arguments accept no subquery, variable or
   parameter, and Spark 3.5 has no session variables. Run-time values (pinned snapshots,
   cursors, "did this source change") are therefore ``${duckstream.<view>.<name>}``
-  placeholders, filled in by a small runner (:mod:`duckstream.spark.runtime`) from the
+  placeholders, filled in by a small runner (:mod:`duckstream.engines.iceberg.runner`) from the
   plan's own value queries (:class:`~duckstream.plan.PinWindow`,
   :class:`~duckstream.plan.SetValues` steps). A false "changed" guard becomes the literal
   ``false``, and Spark's optimizer drops the whole delta term before it reads anything.
@@ -44,14 +44,14 @@ import re
 from sqlglot import exp, parse_one
 
 from duckstream.engines.base import MULT, Engine, Source, Version
-from duckstream.engines.spark_dialect import (
+from duckstream.engines.iceberg.dialect import (
     DIALECT,
     lit,
     placeholder,
     quoted,
     variable,
 )
-from duckstream.engines.spark_unsupported import check_view
+from duckstream.engines.iceberg.unsupported import check_view
 from duckstream.plan import (
     Begin,
     Cleanup,

@@ -26,10 +26,10 @@ Rebuild reasons, found here before a refresh is attempted: no cursors in the vie
 is no longer an ancestor, and **delete files** (merge-on-read deletes and updates, deletion
 vectors: the summary's ``total-delete-files``) in the window, which Iceberg's changelog
 refuses to read. A schema change is not visible in these tables: the plan's own check finds
-it, and :func:`duckstream.spark.runtime.refresh` then rebuilds (a failed attempt costs a few
+it, and :func:`.runner.refresh` then rebuilds (a failed attempt costs a few
 Spark jobs and commits nothing).
 
-The choice itself is :func:`duckstream.cost.decide` with :class:`SparkPolicy`.
+The choice itself is :func:`duckstream.refresh.decide` with :class:`SparkPolicy`.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from duckstream.cost import Policy, RefreshReport, SourceEstimate, decide
-from duckstream.engines.spark import CURSOR_PROPERTY
-from duckstream.plan import CommitWith, IVMPlan
+from duckstream.engines.iceberg.engine import CURSOR_PROPERTY
+from duckstream.plan import IVMPlan
+from duckstream.refresh import Policy, RefreshReport, SourceEstimate, decide
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -114,18 +114,6 @@ class TableLog:
         return None
 
 
-def plan_sources(plan: IVMPlan) -> list[str]:
-    """The full names of the plan's sources, as it records their cursors: the snapshot
-    properties of the statement that populates the view."""
-    return [
-        key.removeprefix(CURSOR_PROPERTY)
-        for step in plan.steps["initialize_cursors"]
-        if isinstance(step, CommitWith)
-        for key, _ in step.properties
-        if key.startswith(CURSOR_PROPERTY)
-    ]
-
-
 def metadata_query(tables: list[str]) -> str:
     """Every snapshot of each table (numbered by its position in ``tables``) with the table's
     current snapshot id, in one query."""
@@ -197,7 +185,7 @@ def estimate_window(
 
 def estimate(spark: SparkSession, plan: IVMPlan) -> dict[str, SourceEstimate] | str:
     """Per source of ``plan``, what its window holds; or why it must be rebuilt."""
-    sources = plan_sources(plan)
+    sources = plan.tables
     logs = read_logs(spark, [plan.mv_table, *sources])
     return estimate_window(plan.mv_table, sources, logs)
 

@@ -2,11 +2,11 @@
 
 A refresh's window is, per catalog, the end snapshot it applies up to and, per source, the
 cursor it starts from, the source's table id and whether (and how) the source changed in
-between. The runner (:func:`duckstream.runtime.run_statements`) pins it when it meets the
+between. The runner (:func:`.runner.run_statements`) pins it when it meets the
 plan's :class:`~duckstream.plan.PinWindow` step (its spec a :class:`WindowSpec`) with two
 plain reads of the catalogs' metadata (:func:`read`): each catalog's end (the
 transaction's snapshot, ``ducklake_current_snapshot``) with the view's cursors (the extra info
-of the newest commit that recorded them, :mod:`duckstream.ducklake_cursors`) and the table
+of the newest commit that recorded them, :mod:`duckstream.engines.ducklake.cursors`) and the table
 id each source's name points to at that end; then each catalog's snapshot log from its oldest
 cursor to its end, with, per source, whether the catalog's file lists show data files added,
 data files dropped or delete files written in its window. :func:`window_from` checks those
@@ -46,7 +46,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from duckstream import ducklake_cursors
+from duckstream.connection import literal as _lit
+from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.errors import RebuildRequired
 from duckstream.plan import PinWindow
 
@@ -485,7 +486,3 @@ def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return f"CAST({int(value)} AS BIGINT)"
-
-
-def _lit(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"

@@ -20,20 +20,22 @@ This module does exactly that, substituting ``${...}`` itself (so it does not de
 :class:`RebuildRequired` when a refresh cannot read its window from Iceberg.
 
 ``refresh(spark, plan)`` (``strategy="auto"``) first estimates the window from Iceberg
-metadata (:mod:`duckstream.spark.estimate`) and runs ``maintain`` or ``initialize_cursors``
+metadata (:mod:`.estimate`) and runs ``maintain`` or ``initialize_cursors``
 (the atomic full rebuild: the view's data and cursors in one commit), whichever is cheaper,
-like :func:`duckstream.strategy.refresh` on DuckLake.
+like :func:`duckstream.engines.ducklake.runner.refresh` on DuckLake.
 """
 
 from __future__ import annotations
 
 import re
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from duckstream.cost import Policy, RefreshReport
-from duckstream.engines.spark import render, value_query
+from duckstream.engines.iceberg.engine import render, value_query
+from duckstream.engines.iceberg.estimate import choose
+from duckstream.engines.iceberg.session import sql_with_commit_properties
 from duckstream.errors import DuckstreamError, RebuildRequired
 from duckstream.plan import (
     Cleanup,
@@ -45,9 +47,7 @@ from duckstream.plan import (
     Step,
     StopUnless,
 )
-from duckstream.spark.estimate import choose
-from duckstream.spark.session import sql_with_commit_properties
-from duckstream.strategy import STRATEGIES
+from duckstream.refresh import Policy, RefreshReport, check_strategy
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -146,9 +146,13 @@ def run_steps(spark: SparkSession, steps: list[Step]) -> dict[str, str]:
             if isinstance(step, Cleanup):
                 try:
                     spark.sql(step.statement)
-                except Exception:
-                    if not failed:  # never hide the error that stopped the run
-                        raise
+                except Exception as error:
+                    if not failed:  # the work is done (or stopped): never turn it into an error
+                        warnings.warn(
+                            f"duckstream: clean-up failed ({error}); the refresh is applied",
+                            RuntimeWarning,
+                            stacklevel=2,
+                        )
     return run.values
 
 
@@ -183,12 +187,11 @@ def refresh(
     one commit of the view's table (or none if nothing changed), and raises
     :class:`RebuildRequired` for a window Iceberg cannot read, unless ``rebuild=True``: then
     it re-initializes the view. ``full`` re-initializes it. ``auto`` (the default) estimates
-    the window from Iceberg metadata (:func:`duckstream.spark.estimate.choose`, with
+    the window from Iceberg metadata (:func:`duckstream.engines.iceberg.estimate.choose`, with
     ``policy``) and runs the cheaper of the two, rebuilding whenever maintaining is
     impossible.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    check_strategy(strategy)
     start = time.perf_counter()
     if strategy == "auto":
         report = choose(spark, plan, policy)

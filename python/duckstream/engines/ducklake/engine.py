@@ -9,9 +9,9 @@ snapshot isolation, and the window is pinned explicitly on top of that.
 Every DuckLake statement costs catalog round trips (a table scan, a table function call: a few
 milliseconds each before any row is read), so a refresh is shaped to issue few of them: the
 window (end snapshots, cursors, "changed" flags) is one STRUCT variable, pinned by the runner
-from two small reads of the catalog's snapshot log (:mod:`duckstream.ducklake_window`), each
+from two small reads of the catalog's snapshot log (:mod:`.window`), each
 source's window is read from the change feed once (``prepare_changes``), and the cursors
-travel in the refresh's own commit (:mod:`duckstream.ducklake_cursors`): read with the window,
+travel in the refresh's own commit (:mod:`.cursors`): read with the window,
 written by the commit that changes the view.
 """
 
@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from duckstream import ducklake_cursors, ducklake_window
-from duckstream.ducklake_names import same_names
+from duckstream.connection import literal as _lit
 from duckstream.engines.base import MULT, Engine, Source, Version
+from duckstream.engines.ducklake import cursors as ducklake_cursors
+from duckstream.engines.ducklake import window as ducklake_window
+from duckstream.engines.ducklake.names import same_names
 from duckstream.plan import (
     Begin,
     Cleanup,
@@ -32,11 +34,6 @@ from duckstream.plan import (
     Sql,
     Step,
 )
-
-
-def _lit(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
 
 # The change feed's own columns, renamed out of the way of the source's.
 _SNAPSHOT, _ROWID = "_ivm_snapshot", "_ivm_rowid"
@@ -51,7 +48,7 @@ def _columns(source: Source) -> list[exp.Expr]:
 
 def render(step: Step) -> list[str]:
     """Plain DuckDB SQL; the window pin as one ``SET VARIABLE`` that checks the window
-    in SQL (:func:`duckstream.ducklake_window.pin_sql`: what the runner checks in Python)."""
+    in SQL (:func:`.window.pin_sql`: what the runner checks in Python)."""
     if isinstance(step, Sql | PinSnapshot | Cleanup):
         return [step.statement]
     if isinstance(step, Begin):
@@ -191,7 +188,7 @@ class DuckLakeEngine(Engine):
 
     # -- statements ------------------------------------------------------------------------
     def create_cursors_table(self) -> str:
-        """The append-only cursors log (see :mod:`duckstream.ducklake_cursors`)."""
+        """The append-only cursors log (see :mod:`duckstream.engines.ducklake.cursors`)."""
         return (
             f"CREATE TABLE IF NOT EXISTS {self.tgt.cursors_fqn} ("
             "mv_name VARCHAR, source_table VARCHAR, table_id BIGINT, last_snapshot BIGINT)"
@@ -305,7 +302,7 @@ class DuckLakeEngine(Engine):
         ]
 
     def pin_window(self) -> list[Step]:
-        """The window to pin (:mod:`duckstream.ducklake_window`: the runner reads the
+        """The window to pin (:mod:`duckstream.engines.ducklake.window`: the runner reads the
         catalogs' snapshot logs since the cursors and checks them in Python, as planning the
         checks as SQL cost more than running them; rendered, the same checks are one SQL
         statement); it fails with ``duckstream: rebuild required:

@@ -3,13 +3,11 @@
 - ``ROW_NUMBER() OVER ()`` is an error in Spark ("requires window to be ordered"); the sinks
   number rows where any order will do, so such windows are rendered ``ORDER BY NULL``.
 - Run-time values are written ``${duckstream.<view>.<name>}``: Spark's own variable
-  substitution syntax. :mod:`duckstream.spark.runtime` fills them in from the plan's ``set``
+  substitution syntax. :mod:`.runner` fills them in from the plan's value
   queries; by hand, ``SET duckstream.<view>.<name> = <value>`` does the same, because Spark
   substitutes ``${key}`` from the session configuration before parsing
   (``spark.sql.variable.substitute``, on by default).
 
-Statements may start with ``-- duckstream: ...`` comment lines: directives for whoever runs
-the plan (see :mod:`duckstream.spark.runtime`). To Spark they are comments.
 """
 
 from __future__ import annotations
@@ -18,8 +16,9 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 
+from duckstream.connection import literal
+
 PREFIX = "duckstream"
-DIRECTIVE = f"-- {PREFIX}:"
 
 
 class IcebergSpark(Spark):
@@ -48,14 +47,9 @@ def placeholder(key: str) -> exp.Var:
 
 def lit(value: str) -> str:
     """A Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return literal(value, "spark")
 
 
 def quoted(name: str) -> str:
     """A backquoted Spark identifier."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def directive(text: str, sql: str = "") -> str:
-    """A statement preceded by the directive line ``-- duckstream: <text>``."""
-    return f"{DIRECTIVE} {text}" + (f"\n{sql}" if sql else "")
