@@ -42,9 +42,11 @@ class Commit:
     """Commit the step's transaction (nothing on an engine without transactions)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CreateTemp:
-    """Materialize ``query`` as the temporary table ``name`` (dropped by the clean-up)."""
+    """Materialize ``query`` as the temporary table ``name`` (dropped by the clean-up).
+    Compared and hashed by identity, so an engine can cache its rendering: rendering a big
+    query costs milliseconds, which a refresh must not pay every time."""
 
     name: str
     query: exp.Expr

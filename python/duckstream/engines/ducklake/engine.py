@@ -17,6 +17,8 @@ written by the commit that changes the view.
 
 from __future__ import annotations
 
+import functools
+
 from sqlglot import exp
 
 from duckstream.connection import literal as _lit
@@ -46,6 +48,12 @@ def _columns(source: Source) -> list[exp.Expr]:
     return [exp.column(n, quoted=True) for n in sorted(source.columns)]
 
 
+@functools.lru_cache(maxsize=4096)
+def _create_temp(step: CreateTemp) -> str:
+    """Rendered once per step (by identity): a refresh runs the same steps every time."""
+    return f"CREATE OR REPLACE TEMP TABLE {step.name} AS {step.query.sql(dialect='duckdb')}"
+
+
 def render(step: Step) -> list[str]:
     """Plain DuckDB SQL; the window pin as one ``SET VARIABLE`` that checks the window
     in SQL (:func:`.window.pin_sql`: what the runner checks in Python)."""
@@ -56,8 +64,7 @@ def render(step: Step) -> list[str]:
     if isinstance(step, Commit):
         return ["COMMIT"]
     if isinstance(step, CreateTemp):
-        query = step.query.sql(dialect="duckdb")
-        return [f"CREATE OR REPLACE TEMP TABLE {step.name} AS {query}"]
+        return [_create_temp(step)]
     if isinstance(step, PinWindow):
         return [ducklake_window.pin_sql(step.spec)]
     raise TypeError(f"DuckLake plans have no {type(step).__name__} step")

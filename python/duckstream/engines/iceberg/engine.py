@@ -39,6 +39,7 @@ are comments above their statement.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from sqlglot import exp, parse_one
@@ -71,6 +72,13 @@ REBUILD = "duckstream: rebuild required: "
 _ALIAS = re.compile(r"AS `(duckstream\.[^`]+)`")
 
 
+@functools.lru_cache(maxsize=4096)
+def _create_temp(step: CreateTemp) -> str:
+    """Rendered once per step (by identity). LAZY: computed once, by the first statement that
+    reads it, then reused."""
+    return f"CACHE LAZY TABLE {step.name} AS {step.query.sql(dialect=DIALECT)}"
+
+
 def value_query(step: PinSnapshot | PinWindow | SetValues) -> str:
     """The one-row query of a step that computes run-time values (its columns' aliases)."""
     if isinstance(step, PinSnapshot):
@@ -87,8 +95,7 @@ def render(step: Step) -> list[str]:
     if isinstance(step, Begin | Commit):
         return []  # no transactions: the view's one commit carries its cursors
     if isinstance(step, CreateTemp):
-        # LAZY: computed once, by the first statement that reads it, then reused.
-        return [f"CACHE LAZY TABLE {step.name} AS {step.query.sql(dialect=DIALECT)}"]
+        return [_create_temp(step)]
     if isinstance(step, PinSnapshot | PinWindow | SetValues):
         query = value_query(step)
         names = _ALIAS.findall(query)
