@@ -185,8 +185,8 @@ def test_an_interrupted_refresh_leaves_a_table_the_next_run_repairs(
                 raise Crash("simulated crash between maintenance statements")
             return self.con.execute(statement, *args)  # type: ignore[attr-defined]
 
-    def crashing_run(con: object, statements: list[str]) -> None:
-        run_statements(Crashing(con), statements)
+    def crashing_run(con: object, statements: list[str], *, opened: bool = False) -> None:
+        run_statements(Crashing(con), statements, opened=opened)
 
     shop.apply_changes(7)
     monkeypatch.setattr(ivm, "run_statements", crashing_run)
