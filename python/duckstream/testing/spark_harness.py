@@ -28,6 +28,7 @@ from duckstream.testing.differential import (
     TableSpec,
     Update,
     check_result,
+    quote_ident,
     sql_literal,
 )
 
@@ -98,9 +99,12 @@ class SparkHarness:
                 for row in change.rows
             )
             return f"INSERT INTO {table} VALUES {values}"
+        # Assignments and predicates are DuckDB SQL: transpile them with the table named in
+        # DuckDB's quoting (backticks do not parse as DuckDB).
+        duck = f"{self.catalog}.{self.schema}.{quote_ident(change.table)}"
         if isinstance(change, Update):
-            return to_spark(f"UPDATE {table} SET {change.assignments} WHERE {change.where}")
-        return to_spark(f"DELETE FROM {table} WHERE {change.where}")
+            return to_spark(f"UPDATE {duck} SET {change.assignments} WHERE {change.where}")
+        return to_spark(f"DELETE FROM {duck} WHERE {change.where}")
 
     def apply(self, batch: Batch) -> None:
         """Commit ``batch``: one Iceberg snapshot per change."""
