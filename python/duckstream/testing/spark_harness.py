@@ -12,6 +12,7 @@ Iceberg table has no snapshot to pin until it is first written.
 from __future__ import annotations
 
 import itertools
+import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +46,11 @@ def to_spark(sql: str, read: str = "duckdb") -> str:
 
 
 def spark_ident(name: str) -> str:
-    """``name`` quoted for Spark SQL (backticks): any case, reserved words, any character."""
+    """``name`` for Spark SQL, in backticks unless it is a plain lower-case name (any case,
+    reserved words, any character); plain names stay bare so that they read as the catalog
+    reports them (``lake.ns.t``, the key of a cursor)."""
+    if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name not in {"group", "order", "select"}:
+        return name
     return exp.to_identifier(name, quoted=True).sql("spark")
 
 
