@@ -91,6 +91,13 @@ MIXED_CYCLES: list[Cycle] = [
     [[Update("Orders", '"Größe" = "Größe" + 1', "MyKey = 1")], [Delete("Orders", "MyKey = 2")]],
     [[Update("Orders", "\"Group\" = 'c'", "MyKey = 3")]],
 ]
+SIZES = TableSpec(
+    "Größe", [Column("MyKey", "INTEGER"), Column("Maß", "INTEGER")], [(1, 10), (2, 20)]
+)
+SIZES_CYCLES: list[Cycle] = [
+    [[Insert("Größe", ((1, 11),))], [Update("Größe", '"Maß" = 0', "MyKey = 2")]],
+    [[Delete("Größe", "MyKey = 1")]],
+]
 
 SCENARIOS: dict[str, Scenario] = {
     # item 1: MIN/MAX netting dropped updates that change only a holistic aggregate's argument
@@ -194,6 +201,21 @@ SCENARIOS: dict[str, Scenario] = {
         'SELECT DISTINCT o."Group" AS Grp FROM Orders AS O',
         MIXED_CYCLES,
         names=["Grp"],
+    ),
+    # a non-ASCII table name joined (Spark reads bare identifiers of ASCII only: CI found
+    # `lake.ns.Größe` rendered unquoted)
+    "non_ascii_table_joined": Scenario(
+        [ORDERS_MIXED, SIZES],
+        'SELECT o.MyKey, g."Maß", count(*) AS n FROM Orders AS o JOIN "Größe" AS g'
+        ' ON o.MyKey = g.MyKey GROUP BY o.MyKey, g."Maß"',
+        [*MIXED_CYCLES, *SIZES_CYCLES],
+        names=["MyKey", "Maß", "n"],
+    ),
+    "non_ascii_table_unaliased": Scenario(
+        [SIZES],
+        'SELECT "Größe".MyKey, "Maß" FROM "Größe" WHERE "Maß" > 5',
+        SIZES_CYCLES,
+        names=["MyKey", "Maß"],
     ),
     # item 10: an output alias equal to a source column, no schema=
     "alias_equals_column": Scenario(

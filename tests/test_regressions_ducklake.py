@@ -292,6 +292,20 @@ def test_setup_inside_the_callers_transaction_refuses_and_keeps_it(lake):
     harness.check(plan, BAG, "after setup")
 
 
+def test_the_transaction_check_works_with_the_lake_as_default_database(lake):
+    """``USE dl`` (as dbt-duckdb and the benchmark do): ``txid_current()`` fails a DuckDB
+    internal assertion there; the check must not."""
+    harness, plan = _view(lake, {"t": "k INTEGER, v INTEGER"}, {"t": "(1, 10)"}, BAG)
+    lake.execute("USE dl")
+    lake.execute("INSERT INTO dl.main.t VALUES (2, 20)")
+    refresh(lake, plan, strategy="incremental")
+    harness.check(plan, BAG, "refreshed with USE dl")
+    lake.execute("BEGIN TRANSACTION")
+    with pytest.raises(DuckstreamError, match=r"duckstream: refresh\(\) must run outside"):
+        refresh(lake, plan)
+    lake.execute("COMMIT")
+
+
 def test_a_failed_statement_outside_a_transaction_rolls_nothing_back(lake):
     """Only a transaction the runner opened is rolled back."""
     lake.execute("CREATE TABLE dl.main.t (k INTEGER)")

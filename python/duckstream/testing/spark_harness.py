@@ -12,6 +12,7 @@ Iceberg table has no snapshot to pin until it is first written.
 from __future__ import annotations
 
 import itertools
+import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from duckstream.testing.differential import (
     TableSpec,
     Update,
     check_result,
+    quote_ident,
     sql_literal,
 )
 
@@ -44,7 +46,11 @@ def to_spark(sql: str, read: str = "duckdb") -> str:
 
 
 def spark_ident(name: str) -> str:
-    """``name`` quoted for Spark SQL (backticks): any case, reserved words, any character."""
+    """``name`` for Spark SQL, in backticks unless it is a plain lower-case name (any case,
+    reserved words, any character); plain names stay bare so that they read as the catalog
+    reports them (``lake.ns.t``, the key of a cursor)."""
+    if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name not in {"group", "order", "select"}:
+        return name
     return exp.to_identifier(name, quoted=True).sql("spark")
 
 
@@ -98,9 +104,12 @@ class SparkHarness:
                 for row in change.rows
             )
             return f"INSERT INTO {table} VALUES {values}"
+        # Assignments and predicates are DuckDB SQL: transpile them with the table named in
+        # DuckDB's quoting (backticks do not parse as DuckDB).
+        duck = f"{self.catalog}.{self.schema}.{quote_ident(change.table)}"
         if isinstance(change, Update):
-            return to_spark(f"UPDATE {table} SET {change.assignments} WHERE {change.where}")
-        return to_spark(f"DELETE FROM {table} WHERE {change.where}")
+            return to_spark(f"UPDATE {duck} SET {change.assignments} WHERE {change.where}")
+        return to_spark(f"DELETE FROM {duck} WHERE {change.where}")
 
     def apply(self, batch: Batch) -> None:
         """Commit ``batch``: one Iceberg snapshot per change."""

@@ -361,12 +361,13 @@ def _plain_identifier(name: str) -> bool:
 
 
 @st.composite
-def spelled(draw, name: str) -> str:
+def spelled(draw, name: str, exact: bool = False) -> str:
     """A reference to the table or column ``name``: lower-case plain names as they are,
-    others quoted exactly, or (when SQL allows) unquoted in their own, lower or upper case."""
+    others quoted exactly, or (when SQL allows and not ``exact``) unquoted in their own, lower
+    or upper case."""
     if name == name.lower() and _plain_identifier(name):
         return name
-    if not _plain_identifier(name):
+    if exact or not _plain_identifier(name):
         return quote_ident(name)
     return draw(st.sampled_from([name, name.lower(), name.upper(), quote_ident(name)]))
 
@@ -400,8 +401,12 @@ class Relation:
 
 
 @st.composite
-def table_relation(draw, table: TableSpec, alias: str | None = None) -> Relation:
-    name = draw(spelled(table.name))
+def table_relation(
+    draw, table: TableSpec, alias: str | None = None, exact: bool = False
+) -> Relation:
+    """``exact``: the table named in its own spelling (Iceberg catalogs on Spark match table
+    names case-sensitively, so ``FROM orders`` does not find ``Orders`` there)."""
+    name = draw(spelled(table.name, exact))
     columns = [(draw(spelled(c.name)), c.type) for c in table.columns]
     return Relation(f"{name} AS {alias}" if alias else name, alias or name, columns)
 
@@ -629,9 +634,9 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         relations = [draw(table_relation(t0, "a")), draw(table_relation(t0, "b"))]
         sql, _ = draw(select(maybe_t1(relations), shape, options))
     elif construct == "identifiers":
-        relations = [draw(table_relation(t0))]
+        relations = [draw(table_relation(t0, exact=portable))]
         if len(tables_) > 1 and draw(st.booleans()):
-            relations.append(draw(table_relation(t1)))
+            relations.append(draw(table_relation(t1, exact=portable)))
         sql, _ = draw(select(relations, shape, Options(bare=True, portable=portable)))
     else:
         kinds = ["project", "distinct", "aggregate"]

@@ -54,11 +54,12 @@ class TransactionOpen(DuckstreamError):
 
 
 def in_transaction(con: Connection) -> bool:
-    """Whether a transaction is open on ``con`` (DuckDB): ``txid_current()`` is the same for two
-    statements only inside one explicit transaction; in auto-commit each statement is its own.
-    A read, harmless inside the caller's transaction."""
-    first = con.execute("SELECT txid_current()").fetchone()
-    second = con.execute("SELECT txid_current()").fetchone()
+    """Whether a transaction is open on ``con`` (DuckDB): ``current_transaction_id()`` is the
+    same for two statements only inside one explicit transaction; in auto-commit each statement
+    is its own. A read, harmless inside the caller's transaction. (Not ``txid_current()``: with
+    a DuckLake catalog as the default database it fails an internal DuckDB assertion.)"""
+    first = con.execute("SELECT current_transaction_id()").fetchone()
+    second = con.execute("SELECT current_transaction_id()").fetchone()
     return first == second
 
 

@@ -1,5 +1,7 @@
 """The Spark SQL that duckstream generates: sqlglot's Spark dialect plus two conventions.
 
+- Spark reads bare identifiers of ASCII letters, digits and ``_`` only; any other name
+  (``Größe``) is rendered in backticks, however it was spelled in the view.
 - ``ROW_NUMBER() OVER ()`` is an error in Spark ("requires window to be ordered"); the sinks
   number rows where any order will do, so such windows are rendered ``ORDER BY NULL``.
 - Run-time values are written ``${duckstream.<view>.<name>}``: Spark's own variable
@@ -12,6 +14,8 @@
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
@@ -21,10 +25,18 @@ from duckstream.connection import literal
 PREFIX = "duckstream"
 
 
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 class IcebergSpark(Spark):
     """Spark 3.5 as duckstream writes it (registered in sqlglot as ``icebergspark``)."""
 
     class Generator(SparkGenerator):
+        def identifier_sql(self, expression: exp.Identifier) -> str:
+            if not expression.quoted and not _BARE.fullmatch(expression.name):
+                expression = exp.Identifier(this=expression.name, quoted=True)
+            return super().identifier_sql(expression)
+
         def window_sql(self, expression: exp.Window) -> str:
             if isinstance(expression.this, exp.RowNumber) and not expression.args.get("order"):
                 expression = expression.copy()

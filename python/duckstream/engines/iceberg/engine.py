@@ -112,6 +112,12 @@ def render(step: Step) -> list[str]:
     raise TypeError(f"Iceberg plans have no {type(step).__name__} step")
 
 
+def _ref(source: Source) -> str:
+    """``source`` as a table reference in Spark SQL (quoted where Spark needs it); its
+    ``fqn`` stays the plain name that cursors are keyed by."""
+    return source.table().sql(DIALECT)
+
+
 class IcebergEngine(Engine):
     dialect = DIALECT
 
@@ -195,7 +201,7 @@ class IcebergEngine(Engine):
             f"duckstream: source {source.fqn} has no snapshot (never written, or re-created):"
             " commit to it first, e.g. INSERT INTO <table> SELECT * FROM <table> WHERE false"
         )
-        return f"coalesce({self._current(source.fqn)}, raise_error({lit(missing)}))"
+        return f"coalesce({self._current(_ref(source))}, raise_error({lit(missing)}))"
 
     def pin_for_initialize(self) -> list[Step]:
         if not self.sources:
@@ -253,7 +259,8 @@ class IcebergEngine(Engine):
             statements.append(
                 Sql(
                     f"CALL {s.catalog}.system.create_changelog_view("
-                    f"table => {lit(f'{s.schema}.{s.name}')}, options => {options},"
+                    f"table => {lit(exp.table_(s.name, db=s.schema).sql(DIALECT))},"
+                    f" options => {options},"
                     f" changelog_view => {lit(self._changelog(s))})",
                     creates=self._changelog(s),
                 )
@@ -268,11 +275,11 @@ class IcebergEngine(Engine):
         refresh, before anything is committed; the runner reports that as a rebuild too."""
         items = []
         for s in self.sources:
-            t, cursor = s.fqn, self._cursor(s)
-            log = f"{t}.metadata_log_entries"
+            t, ref, cursor = s.fqn, _ref(s), self._cursor(s)
+            log = f"{ref}.metadata_log_entries"
             cases = [
                 (
-                    f"(SELECT count(*) FROM {t}.history"
+                    f"(SELECT count(*) FROM {ref}.history"
                     f" WHERE snapshot_id = {cursor} AND is_current_ancestor) = 0",
                     f"the cursor snapshot of {t} is no longer in its history: expired, or the"
                     " table was re-created, replaced or rolled back",

@@ -38,6 +38,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sqlglot import exp
+
+from duckstream.engines.iceberg.dialect import DIALECT
 from duckstream.engines.iceberg.engine import CURSOR_PROPERTY
 from duckstream.plan import IVMPlan
 from duckstream.refresh import Policy, RefreshReport, SourceEstimate, decide
@@ -116,12 +119,14 @@ class TableLog:
 
 def metadata_query(tables: list[str]) -> str:
     """Every snapshot of each table (numbered by its position in ``tables``) with the table's
-    current snapshot id, in one query."""
+    current snapshot id, in one query. ``tables`` are plain names (as cursors are keyed),
+    quoted here where Spark needs it."""
+    refs = [exp.to_table(table).sql(DIALECT) for table in tables]
     return "\nUNION ALL\n".join(
         f"SELECT {i} AS t, s.snapshot_id, s.parent_id, s.operation, s.summary,"
         f" r.snapshot_id AS current_id FROM {table}.snapshots AS s"
         f" CROSS JOIN (SELECT snapshot_id FROM {table}.refs WHERE name = 'main') AS r"
-        for i, table in enumerate(tables)
+        for i, table in enumerate(refs)
     )
 
 
