@@ -33,9 +33,9 @@ from sqlglot import exp
 from bench import lakes
 from bench.measure import Sample, measure
 from duckstream import compile_ivm
+from duckstream.engines.ducklake.runner import refresh
 from duckstream.plan import IVMPlan
 from duckstream.runtime import setup
-from duckstream.strategy import refresh
 from duckstream.testing.differential import as_multiset, multiset_diff
 from duckstream.testing.ducklake import current_snapshot
 from duckstream.testing.tpch import WORKLOADS as GENERATORS
@@ -174,7 +174,7 @@ def floor_statements(
 ) -> list[str]:
     """Read the batch's changed rows of the query's touched sources (used columns only)."""
     statements = []
-    for table in sorted(set(plan.base_tables) & batch.tables):
+    for table in sorted({s.table for s in plan.sources} & batch.tables):
         cols = ", ".join(_used_columns(con, query, table))
         args = f"'{LAKE}', 'main', '{table}', {batch.before + 1}, {batch.after}"
         statements.append(

@@ -276,7 +276,7 @@ def _floor(
     spark: SparkSession, namespace: str, plan: IVMPlan, windows: dict[str, tuple[int, int]]
 ) -> float:
     """Reading the window's changelog rows of the sources ``plan`` reads."""
-    touched = [t for t in windows if t in plan.base_tables]
+    touched = [t for t in windows if t in {s.table for s in plan.sources}]
 
     def read() -> None:
         for table in touched:

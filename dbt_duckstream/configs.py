@@ -8,7 +8,7 @@ True
 
 from __future__ import annotations
 
-from duckstream.strategy import STRATEGIES
+from duckstream.refresh import STRATEGIES
 
 ON_UNSUPPORTED = ("fail", "full_refresh")
 CHOICES: dict[str, tuple[str, ...]] = {

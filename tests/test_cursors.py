@@ -7,7 +7,7 @@ views sharing a catalog and a log keep their own cursors.
 
 from __future__ import annotations
 
-from duckstream import ducklake_cursors
+from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import DuckLakeHarness, as_multiset
 

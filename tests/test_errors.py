@@ -7,8 +7,10 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from duckstream import UnsupportedSQLError, ViewSQLError, compile_ivm, ducklake_cursors
+from duckstream import UnsupportedSQLError, ViewSQLError, compile_ivm
+from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.errors import RebuildRequired
+from duckstream.plan import Commit, Sql, index_of
 from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import DuckLakeHarness
 
@@ -116,11 +118,16 @@ def test_altered_or_recreated_source_requires_rebuild(lake, ddl):
 def test_failed_refresh_changes_nothing_and_next_refresh_catches_up(lake):
     harness, plan = _setup_simple(lake)
     lake.execute("INSERT INTO dl.main.t VALUES (1, 'z'), (3, 'w')")
-    late = plan.maintain.index("COMMIT") - 2  # after the view's table was written
-    broken = plan.maintain[:late] + ["SELECT error('boom')"] + plan.maintain[late:]
+    steps = plan.steps["maintain"]
+    late = index_of(steps, Commit) - 2  # after the view's table was written
+    broken = [*steps[:late], Sql("SELECT error('boom')"), *steps[late:]]
     before = harness.rows(plan.query_mv)
     with pytest.raises(duckdb.Error, match="boom"):
-        refresh(lake, type(plan)(**{**plan.__dict__, "maintain": broken}), strategy="incremental")
+        refresh(
+            lake,
+            type(plan)(**{**plan.__dict__, "steps": {**plan.steps, "maintain": broken}}),
+            strategy="incremental",
+        )
     assert harness.rows(plan.query_mv) == before
     assert _temp_tables(lake) == []  # rolled back with the transaction
     refresh(lake, plan, strategy="incremental")
@@ -142,7 +149,10 @@ def test_expired_cursor_snapshot_requires_rebuild(lake):
     ((_, cursor),) = _cursor(lake).values()
     lake.execute("INSERT INTO dl.main.t VALUES (9, 'q')")
     lake.execute(f"CALL ducklake_expire_snapshots('dl', versions => [{cursor}])")
-    with pytest.raises(RebuildRequired, match="rebuild required: cursor snapshot"):
+    with pytest.raises(
+        RebuildRequired,
+        match="rebuild required: the cursor snapshot [0-9]+ of dl.main.t was expired",
+    ):
         refresh(lake, plan, strategy="incremental")
     setup(lake, plan)  # the rebuild: initialize again from the current snapshot
     harness.check(plan, "SELECT a, count(*) AS n FROM t GROUP BY a")

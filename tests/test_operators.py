@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from sqlglot import exp, parse_one
 
 from duckstream.engines.base import MULT, Source, Target, Version
-from duckstream.engines.duckdb import DuckLakeEngine
+from duckstream.engines.ducklake.engine import DuckLakeEngine
 from duckstream.normalize import normalize
 from duckstream.testing.differential import TableSpec, as_multiset, sql_literal
 from duckstream.testing.strategies import SHAPES, rows, tables, views

@@ -11,9 +11,6 @@ scenarios run on Spark + Iceberg (``tests/spark/test_spark_outer_joins.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import pytest
 
 from duckstream.compiler import compile_ivm
@@ -23,19 +20,10 @@ from duckstream.testing.differential import (
     Delete,
     DuckLakeHarness,
     Insert,
+    Scenario,
     TableSpec,
     Update,
-    run_scenario,
 )
-
-
-@dataclass
-class Scenario:
-    tables: list[TableSpec]
-    view: str
-    cycles: list[Cycle]
-    compile_kwargs: dict[str, Any] = field(default_factory=dict)
-
 
 CUSTOMERS = TableSpec(
     "customers",
@@ -228,14 +216,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_outer_join(lake, name):
-    scenario = SCENARIOS[name]
-    run_scenario(
-        DuckLakeHarness(lake),
-        scenario.tables,
-        scenario.view,
-        scenario.cycles,
-        **scenario.compile_kwargs,
-    )
+    SCENARIOS[name].run(DuckLakeHarness(lake, check_names=True))
 
 
 def test_outer_join_features():

@@ -11,16 +11,15 @@ import pytest
 import sqlglot
 
 from duckstream import compile_ivm
-from duckstream.cost import SourceEstimate, decide
-from duckstream.spark.estimate import (
+from duckstream.engines.ducklake.runner import refresh as duckdb_refresh
+from duckstream.engines.iceberg.estimate import (
     Snapshot,
     SparkPolicy,
     TableLog,
     estimate_window,
     metadata_query,
-    plan_sources,
 )
-from duckstream.strategy import refresh as duckdb_refresh
+from duckstream.refresh import SourceEstimate, decide
 
 MV, T, U = "lake.db.mv", "lake.db.t", "other.s.u"
 
@@ -54,8 +53,8 @@ def _source(rows: int, *window: tuple[int, str, dict]) -> TableLog:
 
 def test_sources_are_read_from_the_plans_cursor_properties() -> None:
     plan = _plan()
-    assert plan_sources(plan) == [T, U]
-    query = metadata_query([plan.mv_table, *plan_sources(plan)])
+    assert plan.tables == [T, U]
+    query = metadata_query([plan.mv_table, *plan.tables])
     assert query.count("UNION ALL") == 2 and f"FROM {U}.snapshots" in query
 
 

@@ -13,8 +13,17 @@ import sqlglot
 
 from duckstream import UnsupportedSQLError, compile_ivm
 from duckstream.engines import engine_for
-from duckstream.engines.spark import IcebergEngine
-from duckstream.spark.runtime import Statement
+from duckstream.engines.iceberg.engine import IcebergEngine, value_query
+from duckstream.plan import (
+    Cleanup,
+    CommitWith,
+    CreateTemp,
+    PinSnapshot,
+    PinWindow,
+    SetValues,
+    Sql,
+    StopUnless,
+)
 from test_smoke import VIEWS
 
 PLACEHOLDER = re.compile(r"\$\{duckstream\.[a-z0-9_]+\.([a-z_]+)[0-9_]*\}")
@@ -23,6 +32,15 @@ PLACEHOLDER = re.compile(r"\$\{duckstream\.[a-z0-9_]+\.([a-z_]+)[0-9_]*\}")
 def _spark(view: str, **kwargs):
     sql = sqlglot.transpile(view, read="duckdb", write="spark")[0]
     return compile_ivm(sql, dialect="spark", mv_catalog="lake", mv_schema="db", **kwargs)
+
+
+def _sql(step) -> str:
+    """The Spark SQL a step runs (empty for a step that runs none)."""
+    if isinstance(step, PinSnapshot | PinWindow | SetValues):
+        return value_query(step)
+    if isinstance(step, Sql | Cleanup | CommitWith):
+        return step.statement
+    return ""
 
 
 def _substituted(sql: str) -> str:
@@ -36,39 +54,34 @@ def test_spark_dialect_has_an_engine() -> None:
 @pytest.mark.parametrize("name", sorted(set(VIEWS) - {"aggregate_expression"}))
 def test_every_statement_is_spark_sql(name: str) -> None:
     plan = _spark(VIEWS[name])
-    for text in [plan.create_cursors_table, plan.create_mv, *plan.initialize_cursors]:
-        statement = Statement.parse(text)
-        if statement.sql:
-            sqlglot.parse_one(_substituted(statement.sql), read="spark")
-    for text in plan.maintain:
-        statement = Statement.parse(text)
-        if statement.sql and not statement.sql.startswith(("CALL", "CACHE LAZY")):
-            sqlglot.parse_one(_substituted(statement.sql), read="spark")
+    for step in [s for steps in plan.steps.values() for s in steps]:
+        sql = _sql(step)
+        if sql and not sql.startswith("CALL"):
+            sqlglot.parse_one(_substituted(sql), read="spark")
+        if isinstance(step, CreateTemp):
+            sqlglot.parse_one(_substituted(step.query.sql("icebergspark")), read="spark")
 
 
 def test_the_mv_changes_in_one_commit_that_carries_every_cursor() -> None:
     plan = _spark("SELECT a.k, count(*) AS n FROM r AS a JOIN s AS b ON a.k = b.k GROUP BY a.k")
-    writes = [
-        Statement.parse(s)
-        for s in plan.maintain
-        if Statement.parse(s).sql.startswith(f"MERGE INTO {plan.mv_table} ")
-    ]
-    assert len(writes) == 1
-    properties = [d for d in writes[0].directives if d.startswith("snapshot property")]
-    assert [p.split()[2] for p in properties] == [
+    writes = [s for s in plan.steps["maintain"] if isinstance(s, CommitWith)]
+    assert len(writes) == 1 and writes[0].statement.startswith(f"MERGE INTO {plan.mv_table} ")
+    assert [k for k, _ in writes[0].properties] == [
         "duckstream.cursor.lake.db.r",
         "duckstream.cursor.lake.db.s",
     ]
-    (populate,) = [s for s in plan.initialize_cursors if f"INSERT OVERWRITE {plan.mv_table} " in s]
-    assert Statement.parse(populate).directives == writes[0].directives
+    (populate,) = [s for s in plan.steps["initialize_cursors"] if isinstance(s, CommitWith)]
+    assert f"INSERT OVERWRITE TABLE {plan.mv_table} " in populate.statement
+    assert populate.properties == writes[0].properties
 
 
 def test_nothing_changed_stops_before_any_work() -> None:
     plan = _spark(VIEWS["group_by"])
-    directives = [Statement.parse(s).directives for s in plan.maintain]
-    assert directives[0] == ["set"]
-    assert directives[1][0].startswith("stop unless ${duckstream.lake_db_mv.changed}")
-    assert all(d == ["finally"] for d in directives[-3:])
+    steps = plan.steps["maintain"]
+    assert isinstance(steps[1], PinWindow) and isinstance(steps[2], StopUnless)
+    assert steps[2].value == "${duckstream.lake_db_mv.changed}"
+    assert all(isinstance(s, Cleanup) for s in steps[-3:])
+    assert not any("-- duckstream:" in s for s in plan.maintain)
 
 
 def test_row_numbers_are_ordered_for_spark() -> None:

@@ -1,4 +1,4 @@
-"""The cost-based choice between incremental and full refresh (duckstream.strategy).
+"""The cost-based choice between incremental and full refresh (duckstream.engines.ducklake.runner).
 
 A small DuckLake: ``facts`` (100k rows, one data file) joined to ``dims`` (100 rows). Small
 changes are maintained incrementally, huge ones rebuilt; whatever is chosen, the table equals
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from duckstream import ducklake_cursors
+from duckstream.engines.ducklake import cursors as ducklake_cursors
+from duckstream.engines.ducklake.runner import Policy, RefreshReport, choose, refresh
 from duckstream.runtime import refresh as runtime_refresh
 from duckstream.runtime import setup
-from duckstream.strategy import Policy, RefreshReport, choose, refresh
 from duckstream.testing.differential import DuckLakeHarness
 
 VIEW = (

@@ -1,4 +1,4 @@
-"""The DuckLake refresh window: the rules of :func:`duckstream.ducklake_window.window_from` on
+"""The DuckLake refresh window: the rules of ``window_from`` (engines/ducklake/window.py) on
 hand-made snapshot lists, and a view whose sources live in two DuckLake catalogs refreshed
 through windows where one, the other or both changed."""
 
@@ -9,7 +9,7 @@ import re
 import pytest
 
 from duckstream import compile_ivm
-from duckstream.ducklake_window import WindowSpec, changed_tables, window_from
+from duckstream.engines.ducklake.window import WindowSpec, changed_tables, window_from
 from duckstream.errors import RebuildRequired
 from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import as_multiset
@@ -71,7 +71,7 @@ def test_unreadable_change_lists_stop_the_refresh():
         ([], {}, "no cursors recorded (the view was never built)"),
         (CURSORS[:1], {}, "no single cursor for every source (initialize the view)"),
         ([*CURSORS, CURSORS[0]], {}, "no single cursor for every source (initialize the view)"),
-        ([("dl.main.a", 1, 1), CURSORS[1]], {}, "cursor snapshot of dl.main.a was expired"),
+        ([("dl.main.a", 1, 1), CURSORS[1]], {}, "the cursor snapshot 1 of dl.main.a was expired"),
         (CURSORS, {1: [(6, "altered_table:7")]}, "source raw.main.b was altered or recreated"),
         (CURSORS, {0: [(4, "dropped_table:1")]}, "source dl.main.a was altered or recreated"),
     ],

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from duckstream.ducklake import load_extension
+from duckstream.engines.ducklake.extension import load_extension
 
 
 def lake_dir(given: str | None = None) -> str:

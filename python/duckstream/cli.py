@@ -1,4 +1,10 @@
-"""Command line: ``python -m duckstream compile "<sql>"`` prints the plan's statements."""
+"""Command line: ``python -m duckstream compile "<sql>"`` prints the plan as a runnable script.
+
+Every protocol step, in order (``create_cursors_table``, ``create_mv``,
+``initialize_cursors``, ``maintain``, ``query_mv``), as the plain SQL the engine renders: on
+DuckDB, with the DuckLake catalog attached, the script builds the view, maintains it once and
+reads it; ``maintain`` alone is what to run after each batch of source changes. ``--pretty``
+reformats each statement with sqlglot (for reading; the default is the exact rendering)."""
 
 from __future__ import annotations
 
@@ -20,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     compile_cmd.add_argument("--mv-name", default="mv")
     compile_cmd.add_argument("--mv-catalog", default="dl")
     compile_cmd.add_argument("--mv-schema", default="main")
+    compile_cmd.add_argument(
+        "--pretty", action="store_true", help="reformat each statement (for reading)"
+    )
     args = parser.parse_args(argv)
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     try:
@@ -37,11 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     for step, statements in plan.statements().items():
         print(f"\n-- {step}")
         for statement in statements:
-            try:
-                text = sqlglot.transpile(
-                    statement, read=args.dialect, write=args.dialect, pretty=True
-                )[0]
-            except sqlglot.errors.SqlglotError:
-                text = statement
-            print(text + ";")
+            print(_pretty(statement, args.dialect) if args.pretty else statement, end=";\n")
     return 0
+
+
+def _pretty(statement: str, dialect: str) -> str:
+    try:
+        (parsed,) = sqlglot.parse(statement, read=dialect)
+    except (sqlglot.errors.SqlglotError, ValueError):
+        return statement
+    if parsed is None or isinstance(parsed, sqlglot.exp.Command):
+        return statement  # not understood by sqlglot: keep it exactly
+    return parsed.sql(dialect=dialect, pretty=True)

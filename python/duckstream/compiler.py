@@ -16,7 +16,17 @@ from duckstream.engines import engine_for
 from duckstream.engines.base import Source, Target
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.normalize import normalize
-from duckstream.plan import IVMPlan, Naming
+from duckstream.plan import (
+    PROTOCOL,
+    Begin,
+    Commit,
+    IVMPlan,
+    Naming,
+    PlanSource,
+    Sql,
+    Step,
+    with_cleanup,
+)
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
@@ -94,6 +104,7 @@ def compile_ivm(
     )
     engine.check_view(select, schema)
     found: dict[str, Source] = {}
+    references: dict[PlanSource, None] = {}
 
     columns = used_columns(select)
 
@@ -101,6 +112,8 @@ def compile_ivm(
         key = table_key(table)
         if key not in found:
             found[key] = Source(table.catalog, table.db, table.name, len(found), columns[key])
+        alias = table.alias if table.alias and table.alias != table.name else None
+        references[PlanSource(table.catalog, table.db, table.name, alias)] = None
         return found[key]
 
     ctx = Context(engine=engine)
@@ -131,29 +144,38 @@ def compile_ivm(
         from duckstream.tree.project import Project
 
         sink = BagSink(ctx, Project(parts.block, parts.items, parts.names))
-    initialize = (
-        engine.begin()
-        + engine.pin_for_initialize()
-        + engine.populate(sink.populate())
-        + engine.record_cursors()
-        + engine.commit()
-    )
-    maintain = (
-        engine.begin()
-        + engine.pin_window()
-        + engine.prepare_changes()
-        + sink.maintain()
-        + engine.advance_cursors()
-        + engine.commit()
-    )
+    initialize: list[Step] = [
+        Begin(),
+        *engine.pin_for_initialize(),
+        *engine.populate(sink.populate()),
+        *engine.record_cursors(),
+        Commit(),
+    ]
+    maintain: list[Step] = [
+        Begin(),
+        *engine.pin_window(),
+        *engine.prepare_changes(),
+        *sink.maintain(),
+        *engine.advance_cursors(),
+        Commit(),
+    ]
+    steps: dict[str, list[Step]] = {
+        "create_cursors_table": [Sql(engine.create_cursors_table())],
+        "create_mv": [Sql(sink.create_mv())],
+        "initialize_cursors": with_cleanup(initialize, engine.drop),
+        "maintain": with_cleanup(maintain, engine.drop),
+        "query_mv": [Sql(sink.query_mv())],
+    }
+    rendered = {name: [t for s in steps[name] for t in engine.render(s)] for name in PROTOCOL}
     return IVMPlan(
         view_sql=select.sql(dialect=dialect),
-        create_cursors_table=engine.create_cursors_table(),
-        create_mv=sink.create_mv(),
-        initialize_cursors=initialize,
-        maintain=maintain,
-        query_mv=sink.query_mv(),
-        base_tables={s.name: s.catalog for s in found.values()},
+        create_cursors_table=rendered["create_cursors_table"][0],
+        create_mv=rendered["create_mv"][0],
+        initialize_cursors=rendered["initialize_cursors"],
+        maintain=rendered["maintain"],
+        query_mv=rendered["query_mv"][0],
+        steps=steps,
+        sources=list(references),
         features=ctx.features,
         mv_table=target.fqn,
         cursors_table=target.cursors_fqn,

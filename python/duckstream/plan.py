@@ -1,8 +1,127 @@
-"""The compiled result: SQL statements to create, maintain and read a materialized view."""
+"""The compiled result: the steps that create, maintain and read a materialized view.
+
+A plan is data. Each protocol step (``create_cursors_table``, ``create_mv``,
+``initialize_cursors``, ``maintain``, ``query_mv``) is a list of typed steps (:data:`Step`)
+that an engine's runner executes; the engine also renders each step as plain SQL, and the
+plan keeps that rendering in the fields of the same names: statements a person (or any SQL
+client) runs one by one. On DuckDB they do exactly what the runner does; the runner may take
+a faster path for the same step (DuckLake pins the window in Python: :class:`PinWindow`).
+
+>>> steps = [Begin(), Sql("DELETE FROM t"), CreateTemp("d", exp.select("1")), Commit()]
+>>> [type(s).__name__ for s in with_cleanup(steps, lambda name: Cleanup(f"DROP TABLE {name}"))]
+['Begin', 'Sql', 'CreateTemp', 'Commit', 'Cleanup']
+>>> index_of(steps, Commit)
+3
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+
+@dataclass(frozen=True)
+class Sql:
+    """One plain statement. ``creates``: the temporary object it makes (dropped by the
+    plan's clean-up)."""
+
+    statement: str
+    creates: str | None = None
+
+
+@dataclass(frozen=True)
+class Begin:
+    """Open the step's transaction (nothing on an engine without transactions)."""
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Commit the step's transaction (nothing on an engine without transactions)."""
+
+
+@dataclass(frozen=True, eq=False)
+class CreateTemp:
+    """Materialize ``query`` as the temporary table ``name`` (dropped by the clean-up).
+    Compared and hashed by identity, so an engine can cache its rendering: rendering a big
+    query costs milliseconds, which a refresh must not pay every time."""
+
+    name: str
+    query: exp.Expr
+
+
+@dataclass(frozen=True)
+class PinSnapshot:
+    """Pin the snapshots a build reads and the run-time values that follow from them (one
+    statement; on Spark a one-row query whose columns are the values)."""
+
+    statement: str
+
+
+@dataclass(frozen=True)
+class PinWindow:
+    """Pin the refresh window: end snapshots, cursors, what changed; fail with ``duckstream:
+    rebuild required: ...`` when the window cannot be maintained. ``spec``: the engine's
+    description of it (DuckLake: :class:`duckstream.engines.ducklake.window.WindowSpec`)."""
+
+    spec: Any
+
+
+@dataclass(frozen=True)
+class SetValues:
+    """Run a one-row query; each column is a run-time value named by its alias (Spark)."""
+
+    query: str
+
+
+@dataclass(frozen=True)
+class StopUnless:
+    """Stop here (skipping to the clean-up) unless the run-time ``value`` is true."""
+
+    value: str
+
+
+@dataclass(frozen=True)
+class CommitWith:
+    """Run ``statement`` so that its commit carries ``properties`` (Iceberg snapshot
+    properties: the view's cursors, committed with its data)."""
+
+    statement: str
+    properties: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    """Clean-up (drop a temporary object): runs last, also after a failure; once the work is
+    committed, its failure is a warning, never an error."""
+
+    statement: str
+
+
+Step = (Sql | Begin | Commit | CreateTemp | PinSnapshot | PinWindow | SetValues | StopUnless) | (
+    CommitWith | Cleanup
+)
+
+
+def with_cleanup(steps: Sequence[Step], drop: Callable[[str], Step]) -> list[Step]:
+    """``steps`` followed by the clean-up of every temporary object they create."""
+    names: dict[str, None] = {}
+    for step in steps:
+        if isinstance(step, CreateTemp):
+            names[step.name] = None
+        elif isinstance(step, Sql) and step.creates:
+            names[step.creates] = None
+    return [*steps, *(drop(n) for n in names)]
+
+
+def index_of(steps: Sequence[Step], kind: type) -> int:
+    """The position of the first step of type ``kind`` (``ValueError`` when none)."""
+    for i, step in enumerate(steps):
+        if isinstance(step, kind):
+            return i
+    raise ValueError(f"no {kind.__name__} step in the plan")
 
 
 @dataclass(frozen=True)
@@ -26,6 +145,24 @@ class Naming:
         return f"_ivm_{purpose}"
 
 
+@dataclass(frozen=True)
+class PlanSource:
+    """One table the view reads, as the view names it: ``alias`` where it has one (a table
+    read twice, e.g. a self-join, is listed once per alias)."""
+
+    catalog: str
+    schema: str
+    table: str
+    alias: str | None = None
+
+    @property
+    def fqn(self) -> str:
+        return f"{self.catalog}.{self.schema}.{self.table}"
+
+
+PROTOCOL = ("create_cursors_table", "create_mv", "initialize_cursors", "maintain", "query_mv")
+
+
 @dataclass
 class IVMPlan:
     """Everything needed to keep one materialized view current.
@@ -35,6 +172,9 @@ class IVMPlan:
     source changes. ``query_mv`` returns the view's rows without hidden columns.
     ``maintain`` is one transaction: it pins one end snapshot per catalog, applies the
     changes up to it and advances the cursors, or changes nothing.
+
+    ``steps`` holds the same protocol as data (:data:`Step` lists, by protocol step), which
+    the runners execute; the string fields are its rendering in the plan's dialect.
     """
 
     view_sql: str
@@ -43,12 +183,18 @@ class IVMPlan:
     initialize_cursors: list[str]
     maintain: list[str]
     query_mv: str
-    base_tables: dict[str, str]
+    sources: list[PlanSource] = field(default_factory=list)
     features: set[str] = field(default_factory=set)
     mv_table: str = ""
     cursors_table: str = ""
     output_columns: list[str] = field(default_factory=list)
     dialect: str = "duckdb"
+    steps: dict[str, list[Step]] = field(default_factory=dict)
+
+    @property
+    def tables(self) -> list[str]:
+        """The full names of the tables the view reads, each once, in order."""
+        return list(dict.fromkeys(s.fqn for s in self.sources))
 
     def statements(self) -> dict[str, list[str]]:
         """The plan's SQL grouped by protocol step, for printing."""

@@ -15,7 +15,7 @@ pytest.importorskip("dbt.adapters.duckdb", reason="needs dbt-core and dbt-duckdb
 
 from dbt.adapters.duckstream import ivm  # noqa: E402
 from duckstream.demo_dbt import Invocation, Shop  # noqa: E402
-from duckstream.runtime import run_statements  # noqa: E402
+from duckstream.engines.ducklake.runner import run_statements  # noqa: E402
 
 # Models that read sources through views: the views need no rebuild between runs, so these
 # builds can use threads (see profiles.yml on views).
@@ -185,8 +185,8 @@ def test_an_interrupted_refresh_leaves_a_table_the_next_run_repairs(
                 raise Crash("simulated crash between maintenance statements")
             return self.con.execute(statement, *args)  # type: ignore[attr-defined]
 
-    def crashing_run(con: object, statements: list[str]) -> None:
-        run_statements(Crashing(con), statements)
+    def crashing_run(con: object, statements: list, *, opened: bool = False) -> None:
+        run_statements(Crashing(con), statements, opened=opened)
 
     shop.apply_changes(7)
     monkeypatch.setattr(ivm, "run_statements", crashing_run)

@@ -40,3 +40,17 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.sql("CREATE NAMESPACE IF NOT EXISTS db")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def outcomes(spark, request: pytest.FixtureRequest) -> dict[str, BaseException | None]:
+    """The outcome of each of the test module's ``SCENARIOS`` selected for this run (``-k``),
+    run at once in parallel threads (``spark_harness.run_scenarios``)."""
+    from duckstream.testing.spark_harness import run_scenarios
+
+    selected = [
+        item.callspec.params["name"]
+        for item in request.session.items
+        if item.nodeid.startswith(request.node.nodeid) and hasattr(item, "callspec")
+    ]
+    return run_scenarios(spark, request.module.SCENARIOS, selected)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from duckstream.engines.iceberg.session import JARS_ENV, bundled_iceberg_jars, session_conf
 from duckstream.spark import sql_with_commit_properties
-from duckstream.spark.session import JARS_ENV, bundled_iceberg_jars, session_conf
 
 pytestmark = pytest.mark.spark
 

@@ -7,10 +7,18 @@ from __future__ import annotations
 
 import pytest
 
-from duckstream.plan import IVMPlan
+from duckstream.engines.iceberg.engine import render, value_query
+from duckstream.engines.iceberg.estimate import SparkPolicy
+from duckstream.plan import (
+    Cleanup,
+    CommitWith,
+    IVMPlan,
+    PinSnapshot,
+    PinWindow,
+    SetValues,
+    StopUnless,
+)
 from duckstream.spark import RebuildRequired, refresh
-from duckstream.spark.estimate import SparkPolicy
-from duckstream.spark.runtime import Statement
 from duckstream.testing.differential import Column, Delete, Insert, TableSpec, Update
 from duckstream.testing.spark_harness import SparkHarness
 
@@ -67,23 +75,22 @@ def test_plan_runs_by_hand_with_spark_variable_substitution(spark) -> None:
     harness, plan = _view(spark)
     harness.apply([Insert("t", ((3, 30),)), Delete("t", "k = 1")])
     finally_ = []
-    for statement in map(Statement.parse, plan.maintain):
-        if "finally" in statement.directives:
-            finally_.append(statement.sql)
-        elif "set" in statement.directives:
-            for key, value in spark.sql(statement.sql).collect()[0].asDict().items():
+    for step in plan.steps["maintain"]:
+        if isinstance(step, Cleanup):
+            finally_.append(step.statement)
+        elif isinstance(step, PinSnapshot | PinWindow | SetValues):
+            for key, value in spark.sql(value_query(step)).collect()[0].asDict().items():
                 spark.sql(f"SET {key} = {str(value).lower()}")
-        elif any(d.startswith("snapshot property") for d in statement.directives):
+        elif isinstance(step, StopUnless):
+            assert spark.conf.get(step.value[2:-1]) == "true"
+        elif isinstance(step, CommitWith):
             from duckstream.spark import sql_with_commit_properties
 
-            properties = dict(
-                d.removeprefix("snapshot property ").replace(" ", "").split("=")
-                for d in statement.directives
-            )
-            resolved = {k: spark.conf.get(v[2:-1]) for k, v in properties.items()}
-            sql_with_commit_properties(spark, statement.sql, resolved)
-        elif statement.sql:
-            spark.sql(statement.sql).collect()
+            resolved = {k: spark.conf.get(v[2:-1]) for k, v in step.properties}
+            sql_with_commit_properties(spark, step.statement, resolved)
+        else:
+            for sql in render(step):
+                spark.sql(sql).collect()
     for sql in finally_:
         spark.sql(sql)
     harness.check(plan, VIEW, "after a refresh by hand")

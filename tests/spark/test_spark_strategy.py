@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from duckstream.cost import SourceEstimate
+from duckstream.engines.iceberg.estimate import REWRITES, SparkPolicy, choose
 from duckstream.plan import IVMPlan
+from duckstream.refresh import SourceEstimate
 from duckstream.spark import refresh
-from duckstream.spark.estimate import REWRITES, SparkPolicy, choose
 from duckstream.testing.differential import Column, Delete, Insert, TableSpec
 from duckstream.testing.spark_harness import SparkHarness
 

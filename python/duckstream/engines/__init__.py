@@ -9,11 +9,11 @@ from duckstream.errors import UnsupportedSQLError
 def engine_for(dialect: str) -> Engine:
     """The engine that generates SQL for ``dialect``."""
     if dialect == "duckdb":
-        from duckstream.engines.duckdb import DuckLakeEngine
+        from duckstream.engines.ducklake.engine import DuckLakeEngine
 
         return DuckLakeEngine()
     if dialect == "spark":
-        from duckstream.engines.spark import IcebergEngine
+        from duckstream.engines.iceberg.engine import IcebergEngine
 
         return IcebergEngine()
     raise UnsupportedSQLError("dialect", f"no engine for dialect {dialect!r} (duckdb, spark)")

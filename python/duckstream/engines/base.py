@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from duckstream.plan import CreateTemp, Sql, Step
+
 
 class Version(enum.Enum):
     """Which state of a source a relation reads."""
@@ -54,6 +56,9 @@ class Target:
     def fqn(self) -> str:
         return f"{self.catalog}.{self.schema}.{self.name}"
 
+    def table(self) -> exp.Table:
+        return exp.table_(self.name, db=self.schema, catalog=self.catalog)
+
     @property
     def cursors_fqn(self) -> str:
         return f"{self.catalog}.{self.schema}.{self.cursors}"
@@ -70,7 +75,6 @@ class Engine(ABC):
     def __init__(self) -> None:
         self.target: Target | None = None
         self.sources: list[Source] = []
-        self.temps: list[str] = []  # temporary tables/views created so far, for the cleanup
 
     def bind(self, target: Target, sources: list[Source]) -> None:
         """Fix the view this engine generates SQL for."""
@@ -96,7 +100,7 @@ class Engine(ABC):
     # again costs little, so delta terms may add semi-join filters on it.
     changes_are_materialized = False
 
-    def prepare_changes(self) -> list[str]:
+    def prepare_changes(self) -> list[Step]:
         """Statements run after :meth:`pin_window` that :meth:`changes` may read from (e.g.
         each changed source's window copied once into a temporary table)."""
         return []
@@ -114,49 +118,54 @@ class Engine(ABC):
         """A scalar computed earlier in the same refresh by :meth:`set_runtime_value`."""
 
     @abstractmethod
-    def set_runtime_value(self, name: str, query: exp.Expr) -> str:
-        """A statement storing the single value of ``query`` for :meth:`runtime_value`."""
+    def set_runtime_value(self, name: str, query: exp.Expr) -> Step:
+        """A step storing the single value of ``query`` for :meth:`runtime_value`."""
 
     # -- statements ------------------------------------------------------------------------
     @abstractmethod
     def create_cursors_table(self) -> str: ...
 
     @abstractmethod
-    def begin(self) -> list[str]: ...
+    def render(self, step: Step) -> list[str]:
+        """``step`` as plain statements of this engine's SQL, for people and SQL clients."""
 
     @abstractmethod
-    def commit(self) -> list[str]: ...
+    def drop(self, name: str) -> Step:
+        """The clean-up step of the temporary object ``name``."""
 
     @abstractmethod
-    def pin_for_initialize(self) -> list[str]:
+    def pin_for_initialize(self) -> list[Step]:
         """Pin one snapshot per catalog and record it; NEW then reads at that snapshot."""
 
     @abstractmethod
-    def record_cursors(self) -> list[str]:
+    def record_cursors(self) -> list[Step]:
         """Replace this view's cursor rows with the pinned snapshots (after populating)."""
 
     @abstractmethod
-    def pin_window(self) -> list[str]:
+    def pin_window(self) -> list[Step]:
         """Pin the refresh window, read the cursors, check them, decide what changed."""
 
     @abstractmethod
-    def advance_cursors(self) -> list[str]: ...
+    def advance_cursors(self) -> list[Step]: ...
 
-    def populate(self, inserts: list[str]) -> list[str]:
-        """Statements that make the view's table hold exactly the rows the sink's ``inserts``
+    def populate(self, inserts: list[exp.Insert]) -> list[Step]:
+        """Steps that make the view's table hold exactly the rows the sink's ``inserts``
         (``INSERT INTO <view table> ...``) add, at the pinned snapshots: empty it, then
         insert. An engine without transactions overrides this to make it one commit."""
-        return [f"DELETE FROM {self.tgt.fqn}", *inserts]
+        return [
+            Sql(f"DELETE FROM {self.tgt.fqn}"),
+            *(Sql(i.sql(dialect=self.dialect)) for i in inserts),
+        ]
 
     def check_view(self, select: exp.Select, schema: dict | None) -> None:
         """Raise :class:`~duckstream.errors.UnsupportedSQLError` for a construct of the
         normalized view that this engine cannot maintain (``schema`` as in ``compile_ivm``)."""
         return None  # every construct the compiler accepts
 
-    @abstractmethod
-    def create_temp(self, name: str, query: exp.Expr) -> str:
-        """A statement materializing ``query`` as a temporary table ``name`` (recorded in
-        ``temps``: :meth:`commit` drops them)."""
+    def create_temp(self, name: str, query: exp.Expr) -> Step:
+        """A step materializing ``query`` as a temporary table ``name`` (the plan's clean-up
+        drops it)."""
+        return CreateTemp(name, query)
 
     @abstractmethod
     def temp_table(self, name: str) -> exp.Table: ...
@@ -168,8 +177,8 @@ class Engine(ABC):
     @abstractmethod
     def replace_rows(
         self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
-    ) -> list[str]:
-        """Statements that delete the view's rows whose ``keys`` (NULL-safe) are in
+    ) -> list[Step]:
+        """Steps that delete the view's rows whose ``keys`` (NULL-safe) are in
         ``removed`` and insert the rows of ``added`` (all ``columns``, in order): one atomic
         change of the materialized table, inside the refresh."""
 

@@ -9,9 +9,10 @@ net count is positive, under fresh ``_ivm_row`` numbers.
 
 from __future__ import annotations
 
-from sqlglot import exp, parse_one
+from sqlglot import exp
 
 from duckstream.engines.base import MULT, Version
+from duckstream.plan import Step
 from duckstream.sinks.base import Sink, col
 from duckstream.tree.aggregate import null_safe_match
 from duckstream.tree.base import Context, Relation
@@ -52,11 +53,10 @@ class BagSink(Sink):
     def all_columns(self) -> list[str]:
         return [*self.visible_columns(), ROW]
 
-    def populate(self) -> list[str]:
+    def populate(self) -> list[exp.Insert]:
         return [self._insert(self._numbered(self.relation.state(self.ctx, Version.NEW)))]
 
-    def maintain(self) -> list[str]:
-        dialect = self.engine.dialect
+    def maintain(self) -> list[Step]:
         cols = self.visible_columns()
         delta = self.temp("delta")
         net = (
@@ -72,14 +72,27 @@ class BagSink(Sink):
             "*", exp.alias_(exp.Window(this=exp.RowNumber()), "_ivm_id")
         ).from_(exp.paren(net).as_("_ivm_n"))
         match = null_safe_match([col(c, "m") for c in cols], [col(c, "d") for c in cols])
-        doomed = parse_one(
-            f"SELECT _ivm_row FROM (SELECT m._ivm_row, -d._ivm_mult AS _ivm_k,"
-            f" row_number() OVER (PARTITION BY d._ivm_id ORDER BY m._ivm_row) AS _ivm_rn"
-            f" FROM {self.mv} AS m JOIN {delta} AS d ON {match.sql(dialect)}"
-            f" WHERE d._ivm_mult < 0) AS _ivm_x WHERE _ivm_rn <= _ivm_k",
-            dialect=dialect,
+        # the -n oldest rows (by _ivm_row) of each content whose net count n is negative
+        number = exp.Window(
+            this=exp.RowNumber(),
+            partition_by=[col("_ivm_id", "d")],
+            order=exp.Order(expressions=[exp.Ordered(this=col(ROW, "m"))]),
         )
-        assert isinstance(doomed, exp.Query)
+        paired = (
+            exp.select(
+                col(ROW, "m"),
+                exp.alias_(exp.Neg(this=col(MULT, "d")), "_ivm_k"),
+                exp.alias_(number, "_ivm_rn"),
+            )
+            .from_(self.engine.tgt.table().as_("m"))
+            .join(exp.to_table(delta).as_("d"), on=match)
+            .where(exp.LT(this=col(MULT, "d"), expression=exp.Literal.number(0)))
+        )
+        doomed = (
+            exp.select(col(ROW))
+            .from_(exp.paren(paired).as_("_ivm_x"))
+            .where(exp.LTE(this=col("_ivm_rn"), expression=col("_ivm_k")))
+        )
         copies = (
             exp.select(
                 *(col(c, "d") for c in cols),

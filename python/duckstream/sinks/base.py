@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 
 from sqlglot import exp
 
+from duckstream.plan import Step
 from duckstream.tree.base import Context
 
 _PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -42,21 +43,22 @@ class Sink(ABC):
     def all_columns(self) -> list[str]:
         """Every column of the table, visible then hidden, in table order."""
 
-    def _insert(self, query: exp.Query) -> str:
+    def _insert(self, query: exp.Query) -> exp.Insert:
         """``INSERT INTO <view table> (<all columns>) query``."""
-        columns = ", ".join(col(c).sql(self.engine.dialect) for c in self.all_columns())
-        return f"INSERT INTO {self.mv} ({columns}) {query.sql(self.engine.dialect)}"
+        return exp.insert(
+            query, self.engine.tgt.table(), columns=[ident(c) for c in self.all_columns()]
+        )
 
     @abstractmethod
     def create_mv(self) -> str:
         """Create the (empty) table with visible and hidden columns."""
 
     @abstractmethod
-    def populate(self) -> list[str]:
+    def populate(self) -> list[exp.Insert]:
         """Fill the table from the sources at the pinned snapshot."""
 
     @abstractmethod
-    def maintain(self) -> list[str]:
+    def maintain(self) -> list[Step]:
         """Apply the window's changes (inside the refresh transaction)."""
 
     def query_mv(self) -> str:

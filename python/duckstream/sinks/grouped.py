@@ -16,6 +16,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Version
+from duckstream.plan import Step
 from duckstream.sinks.aggregates import AggregateSpec
 from duckstream.sinks.base import Sink, col
 from duckstream.tree.aggregate import grouped, null_safe_match
@@ -154,7 +155,7 @@ class GroupedSink(Sink):
         query = self._finish(rows, keep_empty=True).limit(0)
         return f"CREATE OR REPLACE TABLE {self.mv} AS {query.sql(self.engine.dialect)}"
 
-    def populate(self) -> list[str]:
+    def populate(self) -> list[exp.Insert]:
         return [
             self._insert(self._finish(self._state_rows(Version.NEW), keep_empty=self.is_global))
         ]
@@ -214,7 +215,7 @@ class GroupedSink(Sink):
             return None
         return exp.or_(*conditions)
 
-    def maintain(self) -> list[str]:
+    def maintain(self) -> list[Step]:
         delta, new, rescan = self.temp("delta"), self.temp("new"), self.temp("rescan")
         keys = [f"_ivm_g{i}" for i in range(len(self.groups))]
         unique_keys = list(dict.fromkeys(self.key_columns))
@@ -248,7 +249,7 @@ class GroupedSink(Sink):
             .from_(exp.to_table(delta).as_("d"))
             .join(exp.to_table(self.mv).as_("o"), on=join_on, join_type="left")
         )
-        statements = [
+        statements: list[Step] = [
             self.engine.create_temp(delta, self._delta_rows()),
             self.engine.create_temp(new, merge),
         ]

@@ -1,14 +1,14 @@
 """Spark + Apache Iceberg support: a local, offline Spark session with an Iceberg catalog, and
 the runner for compiled Spark plans (``setup`` once, then ``refresh``)."""
 
-from duckstream.spark.runtime import RebuildRequired, refresh, run_statements, setup
-from duckstream.spark.session import local_session, sql_with_commit_properties
+from duckstream.engines.iceberg.runner import RebuildRequired, refresh, run_steps, setup
+from duckstream.engines.iceberg.session import local_session, sql_with_commit_properties
 
 __all__ = [
     "RebuildRequired",
     "local_session",
     "refresh",
-    "run_statements",
+    "run_steps",
     "setup",
     "sql_with_commit_properties",
 ]

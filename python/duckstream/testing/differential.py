@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from duckstream.compiler import compile_ivm
+from duckstream.engines.ducklake.runner import run_statements
 from duckstream.plan import IVMPlan
-from duckstream.runtime import refresh, run_statements, setup
+from duckstream.runtime import refresh, setup
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,8 @@ class TableSpec:
     rows: list[tuple] = field(default_factory=list)
 
     def ddl(self, catalog: str, schema: str) -> str:
-        cols = ", ".join(f"{c.name} {c.type}" for c in self.columns)
-        return f"CREATE TABLE {catalog}.{schema}.{self.name} ({cols})"
+        cols = ", ".join(f"{quote_ident(c.name)} {c.type}" for c in self.columns)
+        return f"CREATE TABLE {catalog}.{schema}.{quote_ident(self.name)} ({cols})"
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ Batch = Sequence[Change]  # one committed transaction
 Cycle = Sequence[Batch]  # batches committed between two refreshes
 
 
+def quote_ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier: exact case, reserved words and any character."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def sql_literal(value: Any) -> str:
     if value is None:
         return "NULL"
@@ -74,6 +80,10 @@ def sql_literal(value: Any) -> str:
     if isinstance(value, datetime.date):
         return f"DATE '{value.isoformat()}'"
     return "'" + str(value).replace("'", "''") + "'"
+
+
+# Separator of unordered string_agg in generated views; no generated value contains it.
+UNORDERED_SEPARATOR = "|"
 
 
 def normalize_value(value: Any) -> Any:
@@ -89,6 +99,9 @@ def normalize_value(value: Any) -> Any:
         return float(f"{float(value):.9g}") if value != value.to_integral_value() else int(value)
     if isinstance(value, int):
         return value
+    if isinstance(value, str) and UNORDERED_SEPARATOR in value:
+        # string_agg(x, '|') without ORDER BY: the order of its pieces is arbitrary
+        return UNORDERED_SEPARATOR.join(sorted(value.split(UNORDERED_SEPARATOR)))
     return value
 
 
@@ -105,6 +118,27 @@ def multiset_diff(expected: Counter, actual: Counter) -> str:
     for row, n in sorted(extra.items(), key=repr)[:10]:
         lines.append(f"  extra   x{n}: {row}")
     return "\n".join(lines)
+
+
+def check_result(
+    view_sql: str,
+    context: str,
+    expected: tuple[list[str], list[tuple]],
+    actual: tuple[list[str], list[tuple]],
+    check_names: bool,
+) -> None:
+    """Assert ``actual`` (``query_mv``'s names and rows) equals ``expected`` (the SELECT's)."""
+    if check_names and expected[0] != actual[0]:
+        raise AssertionError(
+            f"maintained view's column names differ from the SELECT's {context}\n"
+            f"view: {view_sql}\n  SELECT:   {expected[0]}\n  query_mv: {actual[0]}"
+        )
+    want, got = as_multiset(expected[1]), as_multiset(actual[1])
+    if want != got:
+        raise AssertionError(
+            f"maintained view differs from recomputation {context}\n"
+            f"view: {view_sql}\n{multiset_diff(want, got)}"
+        )
 
 
 class Lakehouse(Protocol):
@@ -128,16 +162,28 @@ class DuckLakeHarness:
         catalog: str = "dl",
         schema: str = "main",
         placement: dict[str, str] | None = None,
+        strategy: str = "incremental",
+        check_names: bool = False,
     ) -> None:
         """``placement``: tables kept in another attached catalog than the view's (same
-        schema name); views name tables unqualified, as if they all were in ``catalog``."""
+        schema name); views name tables unqualified, as if they all were in ``catalog``.
+        ``strategy``: how :meth:`refresh` refreshes (the tests are about ``incremental``).
+        ``check_names``: :meth:`check` also compares the output column names."""
         self.con = con
         self.catalog = catalog
         self.schema = schema
         self.placement = placement or {}
+        self.strategy = strategy
+        self.check_names = check_names
 
     def fqn(self, table: str) -> str:
-        return f"{self.placement.get(table, self.catalog)}.{self.schema}.{table}"
+        return f"{self.placement.get(table, self.catalog)}.{self.schema}.{quote_ident(table)}"
+
+    def rename(self, table: str, new_name: str) -> None:
+        """``ALTER TABLE table RENAME TO new_name`` (its own snapshot); placement follows."""
+        self.con.execute(f"ALTER TABLE {self.fqn(table)} RENAME TO {quote_ident(new_name)}")
+        if table in self.placement:
+            self.placement[new_name] = self.placement.pop(table)
 
     def create(self, table: TableSpec) -> None:
         self.con.execute(table.ddl(self.placement.get(table.name, self.catalog), self.schema))
@@ -182,29 +228,48 @@ class DuckLakeHarness:
         setup(self.con, plan)
 
     def refresh(self, plan: IVMPlan) -> None:
-        refresh(self.con, plan, strategy="incremental")  # what the tests are about
+        refresh(self.con, plan, strategy=self.strategy)
 
     def rows(self, sql: str) -> list[tuple]:
         """``sql``'s rows, unqualified tables found where they are kept."""
+        return self.result(sql)[1]
+
+    def result(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """``sql``'s column names (as DuckDB reports them) and rows."""
         catalogs = dict.fromkeys([self.catalog, *self.placement.values()])
         path = ",".join(f"{c}.{self.schema}" for c in catalogs)
         self.con.execute(f"USE {self.catalog}.{self.schema}")
         self.con.execute(f"SET search_path = '{path}'")
         try:
-            return self.con.execute(sql).fetchall()
+            cursor = self.con.execute(sql)
+            return [d[0] for d in cursor.description], cursor.fetchall()
         finally:
             self.con.execute("USE memory.main")
             self.con.execute("RESET search_path")
 
     def check(self, plan: IVMPlan, view_sql: str, context: str = "") -> None:
-        """Assert the view's table equals recomputation as a multiset."""
-        expected = as_multiset(self.rows(view_sql))
-        actual = as_multiset(self.rows(plan.query_mv))
-        if expected != actual:
-            raise AssertionError(
-                f"maintained view differs from recomputation {context}\n"
-                f"view: {view_sql}\n{multiset_diff(expected, actual)}"
-            )
+        """Assert the view's table equals recomputation as a multiset (and, with
+        ``check_names``, has the SELECT's column names)."""
+        names, rows = self.result(view_sql)
+        mv_names, mv_rows = self.result(plan.query_mv)
+        check_result(view_sql, context, (names, rows), (mv_names, mv_rows), self.check_names)
+
+
+@dataclass
+class Scenario:
+    """A hand-written case: tables, a view, its change windows, and what an engine may
+    legitimately do instead of maintaining it."""
+
+    tables: list[TableSpec]
+    view: str
+    cycles: list[Cycle]
+    compile_kwargs: dict[str, Any] = field(default_factory=dict)
+    names: list[str] | None = None  # the output column names, when they are the point
+    spark_refused: str | None = None  # the feature Spark refuses, on purpose
+    spark_gap: str | None = None  # why the Spark suite cannot run it yet (expected to fail)
+
+    def run(self, harness: Lakehouse) -> IVMPlan:
+        return run_scenario(harness, self.tables, self.view, self.cycles, **self.compile_kwargs)
 
 
 def run_scenario(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from duckstream.ducklake import extension_path, load_extension
+from duckstream.engines.ducklake.extension import extension_path, load_extension
 
 __all__ = [
     "attach_ducklake",
@@ -27,13 +27,21 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def attach_ducklake(con: duckdb.DuckDBPyConnection, directory: str, alias: str = "lake") -> None:
+def attach_ducklake(
+    con: duckdb.DuckDBPyConnection,
+    directory: str,
+    alias: str = "lake",
+    data_inlining_row_limit: int | None = None,
+) -> None:
     """Attach (creating if needed) the DuckLake kept in ``directory`` as catalog ``alias``.
 
     Metadata lives in ``<dir>/metadata.ducklake`` and data in ``<dir>/data/``. DuckLake stores
     DATA_PATH as first given and rejects other spellings, so paths are made absolute, and
     OVERRIDE_DATA_PATH keeps a copied or moved lake directory usable (file paths inside the
     catalog are relative to DATA_PATH): a loaded TPC-H lake can be reused as a template.
+    ``data_inlining_row_limit``: DuckLake's option of that name for the catalog (0 turns
+    inlining off, as large loads behave: every change is a data or delete file); None keeps
+    DuckLake's default.
     """
     root = Path(directory).resolve()
     (root / "data").mkdir(parents=True, exist_ok=True)
@@ -42,12 +50,17 @@ def attach_ducklake(con: duckdb.DuckDBPyConnection, directory: str, alias: str =
     data = (str(root / "data") + "/").replace("'", "''")
     options = f"DATA_PATH '{data}', OVERRIDE_DATA_PATH true"
     con.execute(f"ATTACH 'ducklake:{metadata}' AS {quote(alias)} ({options})")
+    if data_inlining_row_limit is not None:
+        limit = int(data_inlining_row_limit)
+        con.execute(f"CALL {quote(alias)}.set_option('data_inlining_row_limit', {limit})")
 
 
-def connect_ducklake(directory: str, alias: str = "lake") -> duckdb.DuckDBPyConnection:
+def connect_ducklake(
+    directory: str, alias: str = "lake", data_inlining_row_limit: int | None = None
+) -> duckdb.DuckDBPyConnection:
     """In-memory DuckDB connection with the DuckLake in ``directory`` attached (USE unchanged)."""
     con = duckdb.connect()
-    attach_ducklake(con, directory, alias)
+    attach_ducklake(con, directory, alias, data_inlining_row_limit)
     return con
 
 

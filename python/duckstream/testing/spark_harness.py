@@ -12,23 +12,27 @@ Iceberg table has no snapshot to pin until it is first written.
 from __future__ import annotations
 
 import itertools
+import re
 import uuid
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
 
 from duckstream.compiler import compile_ivm
+from duckstream.engines.iceberg.runner import refresh, setup
 from duckstream.plan import IVMPlan
-from duckstream.spark.runtime import refresh, setup
 from duckstream.testing.differential import (
     Batch,
     Change,
     Insert,
+    Scenario,
     TableSpec,
     Update,
-    as_multiset,
-    multiset_diff,
+    check_result,
+    quote_ident,
     sql_literal,
 )
 
@@ -44,32 +48,42 @@ def to_spark(sql: str, read: str = "duckdb") -> str:
     return sqlglot.transpile(sql, read=read, write="spark")[0]
 
 
+def spark_ident(name: str) -> str:
+    """``name`` for Spark SQL, in backticks unless it is a plain lower-case name (any case,
+    reserved words, any character); plain names stay bare so that they read as the catalog
+    reports them (``lake.ns.t``, the key of a cursor)."""
+    if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name not in {"group", "order", "select"}:
+        return name
+    return exp.to_identifier(name, quoted=True).sql("spark")
+
+
 def spark_type(type_: str) -> str:
     return exp.DataType.build(type_, dialect="duckdb").sql("spark")
-
-
-def spark_name(name: str) -> str:
-    """A column name of a ``TableSpec`` (DuckDB SQL, maybe ``"quoted"``) in Spark SQL."""
-    return sqlglot.parse_one(name, read="duckdb", into=exp.Column).sql("spark")
 
 
 class SparkHarness:
     """Tables and views in an Iceberg namespace ``catalog.schema`` of a Spark session."""
 
     def __init__(
-        self, spark: SparkSession, catalog: str = "lake", schema: str | None = None
+        self,
+        spark: SparkSession,
+        catalog: str = "lake",
+        schema: str | None = None,
+        check_names: bool = False,
     ) -> None:
+        """``check_names``: :meth:`check` also compares the output column names."""
         self.spark = spark
         self.catalog = catalog
+        self.check_names = check_names
         self.schema = schema or f"ds_{_RUN}_{next(_namespaces)}"
         self.tables: dict[str, TableSpec] = {}
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{self.schema}")
 
     def fqn(self, table: str) -> str:
-        return f"{self.catalog}.{self.schema}.{table}"
+        return f"{self.catalog}.{self.schema}.{spark_ident(table)}"
 
     def create(self, table: TableSpec) -> None:
-        columns = ", ".join(f"{spark_name(c.name)} {spark_type(c.type)}" for c in table.columns)
+        columns = ", ".join(f"{spark_ident(c.name)} {spark_type(c.type)}" for c in table.columns)
         self.spark.sql(f"CREATE TABLE {self.fqn(table.name)} ({columns}) USING iceberg")
         self.tables[table.name] = table
         if table.rows:
@@ -93,9 +107,12 @@ class SparkHarness:
                 for row in change.rows
             )
             return f"INSERT INTO {table} VALUES {values}"
+        # Assignments and predicates are DuckDB SQL: transpile them with the table named in
+        # DuckDB's quoting (backticks do not parse as DuckDB).
+        duck = f"{self.catalog}.{self.schema}.{quote_ident(change.table)}"
         if isinstance(change, Update):
-            return to_spark(f"UPDATE {table} SET {change.assignments} WHERE {change.where}")
-        return to_spark(f"DELETE FROM {table} WHERE {change.where}")
+            return to_spark(f"UPDATE {duck} SET {change.assignments} WHERE {change.where}")
+        return to_spark(f"DELETE FROM {duck} WHERE {change.where}")
 
     def apply(self, batch: Batch) -> None:
         """Commit ``batch``: one Iceberg snapshot per change."""
@@ -123,15 +140,59 @@ class SparkHarness:
 
     def rows(self, sql: str) -> list[tuple]:
         """Run Spark SQL with this harness's namespace as the current one."""
+        return self.result(sql)[1]
+
+    def result(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """Spark SQL's column names and rows, this harness's namespace the current one."""
         self.spark.sql(f"USE {self.catalog}.{self.schema}")
-        return [tuple(row) for row in self.spark.sql(sql).collect()]
+        frame = self.spark.sql(sql)
+        return list(frame.columns), [tuple(row) for row in frame.collect()]
 
     def check(self, plan: IVMPlan, view_sql: str, context: str = "") -> None:
-        """Assert the view's table equals recomputation (the view run on Spark) as a multiset."""
-        expected = as_multiset(self.rows(to_spark(view_sql)))
-        actual = as_multiset(self.rows(plan.query_mv))
-        if expected != actual:
-            raise AssertionError(
-                f"maintained view differs from recomputation {context}\n"
-                f"view: {view_sql}\n{multiset_diff(expected, actual)}"
-            )
+        """Assert the view's table equals recomputation (the view run on Spark) as a multiset
+        (and, with ``check_names``, has the SELECT's column names)."""
+        expected = self.result(to_spark(view_sql))
+        actual = self.result(plan.query_mv)
+        check_result(view_sql, context, expected, actual, self.check_names)
+
+
+def run_scenarios(
+    spark: SparkSession, scenarios: Mapping[str, Scenario], names: Sequence[str], threads: int = 3
+) -> dict[str, BaseException | None]:
+    """Run the scenarios ``names`` at once: each in its own harness (Iceberg namespace) and
+    session of the one Spark context (``USE`` is per session), in parallel threads; the
+    outcome of each is ``None`` or the error it raised (a refusal too), for its test to
+    judge with :func:`expect_outcome`."""
+
+    def run(name: str) -> BaseException | None:
+        scenario = scenarios[name]
+        harness = SparkHarness(spark.newSession(), check_names=True)
+        try:
+            plan = scenario.run(harness)
+            if scenario.names is not None:
+                mv = harness.result(plan.query_mv)[0]
+                assert mv == scenario.names, f"query_mv names {mv}, expected {scenario.names}"
+        except BaseException as error:  # noqa: BLE001 - judged by the scenario's own test
+            return error
+        return None
+
+    with ThreadPoolExecutor(threads) as pool:
+        return dict(zip(names, pool.map(run, names), strict=True))
+
+
+def expect_outcome(scenario: Scenario, error: BaseException | None) -> None:
+    """Pass, fail or xfail a scenario's test by its outcome on Spark: a refusal it declares
+    must be that refusal; a declared gap must still fail (else it is stale)."""
+    import pytest
+
+    from duckstream.errors import UnsupportedSQLError
+
+    if scenario.spark_refused is not None:
+        assert isinstance(error, UnsupportedSQLError), error
+        assert error.feature == scenario.spark_refused
+        return
+    if scenario.spark_gap is not None:
+        assert error is not None, f"passes on Spark now: drop its spark_gap ({scenario.spark_gap})"
+        pytest.xfail(scenario.spark_gap)
+    if error is not None:
+        raise error

@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import re
+from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from duckstream.testing.differential import Column, Delete, Insert, TableSpec, Update, sql_literal
+from duckstream.testing.differential import (
+    UNORDERED_SEPARATOR,
+    Column,
+    Delete,
+    Insert,
+    TableSpec,
+    Update,
+    quote_ident,
+    sql_literal,
+)
 
 TYPES = ["INTEGER", "DECIMAL(10,2)", "DOUBLE", "VARCHAR", "DATE", "BOOLEAN"]
 NUMERIC = {"INTEGER", "DECIMAL(10,2)", "DOUBLE"}
@@ -267,13 +278,14 @@ def change(draw, table: TableSpec):
     kind = draw(st.sampled_from(["insert", "insert", "delete", "update"]))
     if kind == "insert":
         return Insert(table.name, tuple(draw(rows(table.columns, min_size=1, max_size=4))))
-    columns = [(c.name, c.type) for c in table.columns]
+    columns = [(draw(spelled(c.name)), c.type) for c in table.columns]
+    key = columns[0][0]
     # Mostly hit rows by the small-domain key, so deletes and updates touch the view often.
     where = draw(
         st.one_of(
-            st.builds(lambda v: f"k = {v}", st.integers(-3, 3)),
-            st.builds(lambda v: f"k >= {v}", st.integers(-3, 3)),
-            st.just("k IS NULL"),
+            st.builds(lambda v: f"{key} = {v}", st.integers(-3, 3)),
+            st.builds(lambda v: f"{key} >= {v}", st.integers(-3, 3)),
+            st.just(f"{key} IS NULL"),
             predicate(columns),
         )
     )
@@ -281,19 +293,441 @@ def change(draw, table: TableSpec):
         return Delete(table.name, where)
     column = draw(st.sampled_from(table.columns))
     value = draw(values(column.type))
-    return Update(table.name, f"{column.name} = {sql_literal(value)}", where)
+    return Update(table.name, f"{draw(spelled(column.name))} = {sql_literal(value)}", where)
 
 
 @st.composite
-def cycles(draw, tables_: list[TableSpec], max_cycles: int = 4) -> list:
-    """Change windows: each a list of committed batches touching one or several tables."""
+def insert_then_modify(draw, table: TableSpec) -> list:
+    """Statements of one transaction that insert rows and then update or delete some of those
+    same rows (and maybe older rows with the same key): the snapshot is "inserted only" in
+    DuckLake's metadata, yet its feeds hold deletions."""
+    key_value = draw(st.integers(-3, 3))
+    new_rows = draw(rows(table.columns, min_size=1, max_size=4))
+    new_rows = [(key_value, *row[1:]) if draw(st.booleans()) else row for row in new_rows]
+    key = draw(spelled(table.columns[0].name))
+    statements: list = [Insert(table.name, tuple(new_rows))]
+    for _ in range(draw(st.integers(1, 2))):
+        where = draw(st.sampled_from([f"{key} = {key_value}", f"{key} >= {key_value}"]))
+        if draw(st.booleans()):
+            statements.append(Delete(table.name, where))
+        else:
+            column = draw(st.sampled_from(table.columns))
+            value = sql_literal(draw(values(column.type)))
+            statements.append(Update(table.name, f"{draw(spelled(column.name))} = {value}", where))
+    if draw(st.booleans()):
+        statements.append(draw(change(table)))
+    return statements
+
+
+@st.composite
+def column_updates(draw, tables_: list[TableSpec]) -> list:
+    """A window of updates to one column of one table only: every other column of the
+    touched rows stays, so the change cancels out under any projection that does not read
+    that column (a delta netted by the wrong columns loses it; issue 14 item 1)."""
+    table = draw(st.sampled_from(tables_))
+    column = draw(st.sampled_from(table.columns))
+    name = draw(spelled(column.name))
+    key = draw(spelled(table.columns[0].name))
+    batches = []
+    for _ in range(draw(st.integers(1, 3))):
+        where = draw(
+            st.one_of(
+                st.builds(lambda v: f"{key} = {v}", st.integers(-3, 3)),
+                st.builds(lambda v: f"{key} >= {v}", st.integers(-3, 3)),
+                st.builds(lambda v: f"{name} = {sql_literal(v)}", values(column.type, False)),
+            )
+        )
+        value = sql_literal(draw(values(column.type)))
+        batches.append([Update(table.name, f"{name} = {value}", where)])
+    return batches
+
+
+@st.composite
+def cycles(draw, tables_: list[TableSpec], max_cycles: int = 4, transactions: bool = False) -> list:
+    """Change windows: each a list of committed batches touching one or several tables.
+    ``transactions``: batches are mostly transactions that insert rows and then update or
+    delete them (:func:`insert_then_modify`)."""
     result = []
     for _ in range(draw(st.integers(1, max_cycles))):
+        if draw(st.integers(0, 3)) == 0:
+            result.append(draw(column_updates(tables_)))
+            continue
         batches = []
         for _ in range(draw(st.integers(0, 3))):
             touched = draw(st.lists(st.sampled_from(tables_), min_size=1, max_size=len(tables_)))
-            batches.append(
-                [draw(change(t)) for t in touched for _ in range(draw(st.integers(1, 2)))]
-            )
+            batch = []
+            for t in touched:
+                for _ in range(draw(st.integers(1, 2))):
+                    if transactions and draw(st.integers(0, 2)) > 0:
+                        batch.extend(draw(insert_then_modify(t)))
+                    else:
+                        batch.append(draw(change(t)))
+            batches.append(batch)
         result.append(batches)
     return result
+
+
+# -- the widened grammar -----------------------------------------------------------------
+# Constructs the generator focuses on one at a time (tests parametrize over them), each with
+# the same random schemas, change windows, identifiers and DuckLake inlining around it.
+CONSTRUCTS = [
+    "mixed_aggregates",  # MIN/MAX + COUNT(DISTINCT) + holistic + algebraic in one view
+    "literals",  # integer, string, NULL literals in plain, DISTINCT and grouped select lists
+    "cte_chain",  # WITH a AS (...), b AS (SELECT ... FROM a) ...
+    "cte_twice",  # one CTE joined with itself
+    "derived_aggregate",  # aggregate / DISTINCT in a derived table or CTE, joined or re-grouped
+    "nested_twice",  # two levels of derived tables / CTEs
+    "self_join",  # one table twice under two aliases
+    "identifiers",  # upper-case and quoted table and column names, spelled in any case
+]
+OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
+
+# Names for "identifiers": mixed case, reserved words, non-ASCII.
+MIXED_TABLES = ["Orders", "MyTable", "Group", "Größe"]
+MIXED_KEYS = ["MyKey", "K", "Group"]
+MIXED_COLUMNS = ["Größe", "Group", "Amount", "camelCase", "UPPER", "Order"]
+RESERVED = {"group", "order", "select"}
+
+LITERALS = [
+    ("0", "INTEGER"),
+    ("1", "INTEGER"),
+    ("5", "INTEGER"),
+    ("-1", "INTEGER"),
+    ("2.5", "DECIMAL(10,2)"),
+    ("'x'", "VARCHAR"),
+    ("''", "VARCHAR"),
+    ("'it''s'", "VARCHAR"),
+    ("TRUE", "BOOLEAN"),
+    ("DATE '2024-01-01'", "DATE"),
+    ("CAST(NULL AS INTEGER)", "INTEGER"),
+    ("CAST(NULL AS VARCHAR)", "VARCHAR"),
+]
+UNTYPED_NULL = ("NULL", "INTEGER")
+
+
+def _plain_identifier(name: str) -> bool:
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None and (
+        name.lower() not in RESERVED
+    )
+
+
+@st.composite
+def spelled(draw, name: str, exact: bool = False) -> str:
+    """A reference to the table or column ``name``: lower-case plain names as they are,
+    others quoted exactly, or (when SQL allows and not ``exact``) unquoted in their own, lower
+    or upper case."""
+    if name == name.lower() and _plain_identifier(name):
+        return name
+    if exact or not _plain_identifier(name):
+        return quote_ident(name)
+    return draw(st.sampled_from([name, name.lower(), name.upper(), quote_ident(name)]))
+
+
+@st.composite
+def named_tables(draw, count: int, names: str = "plain") -> list[TableSpec]:
+    """``count`` tables, each with a join key first; ``names="mixed"`` draws mixed-case,
+    reserved and non-ASCII table and column names (unique case-insensitively)."""
+    if names == "plain":
+        return draw(tables(count))
+    table_names = draw(st.permutations(MIXED_TABLES))[:count]
+    result = []
+    for name in table_names:
+        key = draw(st.sampled_from(MIXED_KEYS))
+        others = [c for c in MIXED_COLUMNS if c.lower() != key.lower()]
+        picked = draw(st.lists(st.sampled_from(others), min_size=1, max_size=3, unique=True))
+        columns = [Column(key, "INTEGER")] + [
+            Column(c, draw(st.sampled_from(TYPES))) for c in picked
+        ]
+        result.append(TableSpec(name, columns, draw(rows(columns))))
+    return result
+
+
+@dataclass
+class Relation:
+    """An item of a FROM clause: a table, a CTE or a derived table, with its columns."""
+
+    source: str  # the FROM item: `t0`, `t0 AS a`, `(SELECT ...) AS s`, `c1 AS x`
+    alias: str  # what its columns are qualified with
+    columns: list[tuple[str, str]]  # (reference, type); the join key first
+
+
+@st.composite
+def table_relation(
+    draw, table: TableSpec, alias: str | None = None, exact: bool = False
+) -> Relation:
+    """``exact``: the table named in its own spelling (Iceberg catalogs on Spark match table
+    names case-sensitively, so ``FROM orders`` does not find ``Orders`` there)."""
+    name = draw(spelled(table.name, exact))
+    columns = [(draw(spelled(c.name)), c.type) for c in table.columns]
+    return Relation(f"{name} AS {alias}" if alias else name, alias or name, columns)
+
+
+def _qualified(relations: list[Relation]) -> list[tuple[str, str]]:
+    if len(relations) == 1:
+        return list(relations[0].columns)
+    return [(f"{r.alias}.{ref}", t) for r in relations for ref, t in r.columns]
+
+
+@st.composite
+def _joined(draw, relations: list[Relation]) -> tuple[str, list[str]]:
+    """FROM over ``relations`` joined on their keys in a random syntax; WHERE conditions."""
+    first = relations[0]
+    key = f"{first.alias}.{first.columns[0][0]}"
+    from_, conditions = first.source, []
+    for r in relations[1:]:
+        other = f"{r.alias}.{r.columns[0][0]}"
+        style = draw(st.sampled_from(["on", "comma", "theta"]))
+        if style == "on":
+            from_ += f" JOIN {r.source} ON {key} = {other}"
+        elif style == "comma":
+            from_ += f", {r.source}"
+            conditions.append(f"{key} = {other}")
+        else:
+            from_ += f" JOIN {r.source} ON {key} <= {other} + 1"
+    return from_, conditions
+
+
+@st.composite
+def literal(draw, portable: bool = False) -> tuple[str, str]:
+    """A literal and its type; Spark cannot store a column of type NULL: typed NULLs only."""
+    return draw(st.sampled_from(LITERALS if portable else [*LITERALS, UNTYPED_NULL]))
+
+
+@st.composite
+def typed_aggregate(draw, columns: list[tuple[str, str]], kind: str) -> tuple[str, str]:
+    """An aggregate call of ``kind`` and its result type (approximately: for predicates)."""
+    numeric = [c for c in columns if c[1] in NUMERIC]
+    name, type_ = draw(st.sampled_from(numeric if kind in ("sum", "avg", "median") else columns))
+    if kind in ("sum", "avg", "median") and type_ not in NUMERIC:
+        name, type_ = f"length(CAST({name} AS VARCHAR))", "INTEGER"
+    text = f"CAST({name} AS VARCHAR)"
+    return {
+        "count_star": ("count(*)", "INTEGER"),
+        "count": (f"count({name})", "INTEGER"),
+        "count_distinct": (f"count(DISTINCT {name})", "INTEGER"),
+        "min": (f"min({name})", type_),
+        "max": (f"max({name})", type_),
+        "sum": (f"sum({name})", type_),
+        "avg": (f"avg({name})", "DOUBLE"),
+        "median": (f"median({name})", "DOUBLE"),
+        "string_agg": (f"string_agg({text}, ',' ORDER BY {text})", "VARCHAR"),
+        "string_agg_unordered": (f"string_agg({text}, '{UNORDERED_SEPARATOR}')", "VARCHAR"),
+    }[kind]
+
+
+@st.composite
+def aggregate_mix(
+    draw, columns, portable: bool = False, nested: bool = False
+) -> list[tuple[str, str]]:
+    """Several aggregate kinds in one select list: an extreme (MIN/MAX), a COUNT(DISTINCT),
+    and often holistic (median, string_agg) and algebraic ones, in any order. ``nested``: the
+    results are read by an outer query, so no unordered string_agg (its value is arbitrary)."""
+    holistic = ["median", "count_distinct"]
+    if not portable:  # Spark 3.5 has no string_agg / LISTAGG
+        holistic += ["string_agg"] if nested else ["string_agg", "string_agg_unordered"]
+    algebraic = ["sum", "avg", "count", "count_star"]
+    # an extreme and a COUNT(DISTINCT) always; holistic and algebraic ones often (a holistic
+    # one makes the group rescan, which hides the extreme's bookkeeping: vary it)
+    kinds = [draw(st.sampled_from(["min", "max"])), "count_distinct"]
+    kinds += draw(st.lists(st.sampled_from(["min", "max", *holistic, *algebraic]), max_size=3))
+    return [draw(typed_aggregate(columns, k)) for k in draw(st.permutations(kinds))]
+
+
+@dataclass
+class Options:
+    """What a select list may contain beyond the basic grammar."""
+
+    literals: bool = False  # literal items
+    mix: bool = False  # several aggregate kinds together
+    bare: bool = False  # unaliased column references (output names from the columns)
+    portable: bool = False  # only what DuckDB and Spark both support
+    nested: bool = False  # read by an outer query: only deterministic values
+
+
+@st.composite
+def select_items(
+    draw, columns, shape: str, options: Options, prefix: str = "o"
+) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """Select items, GROUP BY keys and output (name, type) for ``shape``."""
+    items: list[tuple[str, str, str]] = []  # (expression, output name, type)
+    keys: list[str] = []
+    used: set[str] = set()
+
+    def add(expr: str, type_: str, bare_name: str | None = None) -> None:
+        if bare_name is not None and bare_name.lower() not in used and draw(st.booleans()):
+            used.add(bare_name.lower())
+            items.append((expr, "", type_))
+            return
+        name = f"{prefix}{len(items)}"
+        used.add(name)
+        items.append((expr, name, type_))
+
+    def bare(ref: str) -> str | None:
+        return ref.split(".")[-1] if options.bare else None
+
+    def item() -> tuple[str, str]:
+        if options.bare and draw(st.booleans()):
+            return draw(st.sampled_from(columns))
+        return draw(scalar(columns))
+
+    if shape in ("project", "distinct"):
+        for _ in range(draw(st.integers(1, 3))):
+            expr, type_ = item()
+            add(expr, type_, bare(expr) if expr in {c[0] for c in columns} else None)
+    else:
+        if shape != "global":
+            for _ in range(draw(st.integers(1 if shape == "having" else 0, 2))):
+                expr, type_ = item()
+                if expr not in keys:
+                    keys.append(expr)
+                    add(expr, type_, bare(expr) if expr in {c[0] for c in columns} else None)
+        if options.mix:
+            aggs = draw(aggregate_mix(columns, options.portable, options.nested))
+        else:
+            kinds = ["count_star", "count", "sum", "avg", "min", "max", "count_distinct"]
+            aggs = [
+                draw(typed_aggregate(columns, draw(st.sampled_from(kinds))))
+                for _ in range(draw(st.integers(1, 2)))
+            ]
+        for expr, type_ in aggs:
+            add(expr, type_)
+    if options.literals:
+        for _ in range(draw(st.integers(1, 2))):
+            at = draw(st.integers(0, len(items)))
+            name = f"{prefix}l{at}_{len(items)}"
+            value, type_ = draw(literal(options.portable))
+            items.insert(at, (value, name, type_))
+    rendered = [f"{e} AS {n}" if n else e for e, n, _ in items]
+    outputs = [(n or e.split(".")[-1], t) for e, n, t in items]
+    return rendered, keys, outputs
+
+
+@st.composite
+def select(
+    draw, relations: list[Relation], shape: str, options: Options, prefix: str = "o"
+) -> tuple[str, list[tuple[str, str]]]:
+    """``SELECT`` of ``shape`` over ``relations`` (joined on their keys); its SQL and its
+    output columns."""
+    columns = _qualified(relations)
+    from_, conditions = draw(_joined(relations))
+    if draw(st.booleans()):
+        conditions.append(draw(predicate(columns)))
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    items, keys, outputs = draw(select_items(columns, shape, options, prefix))
+    distinct = "DISTINCT " if shape == "distinct" else ""
+    sql = f"SELECT {distinct}{', '.join(items)} FROM {from_}{where}"
+    if keys:
+        sql += f" GROUP BY {', '.join(keys)}"
+    if shape == "having":
+        key = columns[0][0]
+        having = draw(st.sampled_from(["count(*) > 1", "count(*) = 1", f"min({key}) >= 0"]))
+        sql += f" HAVING {having}"
+    return sql, outputs
+
+
+@st.composite
+def subquery(
+    draw, relation: Relation, kind: str, options: Options, prefix: str = "x"
+) -> tuple[str, list]:
+    """A SELECT over one relation that keeps its key as ``k`` (so it can be joined on):
+    ``kind`` is project, distinct or aggregate (grouped by the key); its other outputs are
+    named ``prefix`` and a number."""
+    columns = relation.columns
+    key = columns[0][0]
+    where = f" WHERE {draw(predicate(columns))}" if draw(st.booleans()) else ""
+    inner = Options(
+        literals=options.literals, mix=options.mix, portable=options.portable, nested=True
+    )
+    shape = "project" if kind == "distinct" else kind
+    shape = shape if shape != "aggregate" else "global"
+    items, _, outputs = draw(select_items(columns, shape, inner, prefix))
+    distinct = "DISTINCT " if kind == "distinct" else ""
+    # the key as `k` (sometimes just `k`: an output named like a source column)
+    key_item = "k" if key == "k" and draw(st.booleans()) else f"{key} AS k"
+    sql = f"SELECT {distinct}{key_item}, {', '.join(items)} FROM {relation.source}{where}"
+    if kind == "aggregate":
+        sql += f" GROUP BY {key}"
+        if draw(st.integers(0, 3)) == 0:
+            sql += " HAVING count(*) > 1"
+    return sql, [("k", "INTEGER"), *outputs]
+
+
+@st.composite
+def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bool = False):
+    """A view over ``tables_`` (two of them) focused on ``construct`` (one of CONSTRUCTS)."""
+    t0, t1 = tables_[0], tables_[-1]
+    shape = draw(st.sampled_from(OUTER_SHAPES))
+    options = Options(portable=portable)
+    ctes: list[str] = []
+
+    def wrap(sql: str, columns: list, as_cte: bool) -> Relation:
+        name = f"sub{len(ctes) + 1}" if not as_cte else f"cte{len(ctes) + 1}"
+        if as_cte:
+            ctes.append(f"{name} AS ({sql})")
+            return Relation(name, name, columns)
+        ctes.append("")  # keep names unique
+        return Relation(f"({sql}) AS {name}", name, columns)
+
+    def maybe_t1(relations: list[Relation]) -> list[Relation]:
+        if len(tables_) > 1 and draw(st.booleans()):
+            return [*relations, draw(table_relation(t1, "b1"))]
+        return relations
+
+    if construct == "mixed_aggregates":
+        shape = draw(st.sampled_from(["aggregate", "global", "having"]))
+        relations = maybe_t1([draw(table_relation(t0))])
+        sql, _ = draw(select(relations, shape, Options(mix=True, portable=portable)))
+    elif construct == "literals":
+        shape = draw(st.sampled_from(["project", "distinct", "aggregate", "global"]))
+        relations = [draw(table_relation(t0))]
+        sql, _ = draw(select(relations, shape, Options(literals=True, portable=portable)))
+    elif construct == "self_join":
+        relations = [draw(table_relation(t0, "a")), draw(table_relation(t0, "b"))]
+        sql, _ = draw(select(maybe_t1(relations), shape, options))
+    elif construct == "identifiers":
+        relations = [draw(table_relation(t0, exact=portable))]
+        if len(tables_) > 1 and draw(st.booleans()):
+            relations.append(draw(table_relation(t1, exact=portable)))
+        sql, _ = draw(select(relations, shape, Options(bare=True, portable=portable)))
+    else:
+        kinds = ["project", "distinct", "aggregate"]
+        if construct == "cte_chain":
+            relation = draw(table_relation(t0))
+            for level in range(draw(st.integers(2, 3))):
+                kind = draw(st.sampled_from(kinds))
+                body, columns = draw(subquery(relation, kind, options, "xyz"[level]))
+                relation = wrap(body, columns, as_cte=True)
+            relations = maybe_t1([relation])
+        elif construct == "cte_twice":
+            body, columns = draw(
+                subquery(draw(table_relation(t0)), draw(st.sampled_from(kinds)), options)
+            )
+            cte = wrap(body, columns, as_cte=True)
+            relations = [
+                Relation(f"{cte.alias} AS x", "x", columns),
+                Relation(f"{cte.alias} AS y", "y", columns),
+            ]
+        elif construct == "derived_aggregate":
+            kind = draw(st.sampled_from(["distinct", "aggregate"]))
+            inner = Options(
+                mix=draw(st.booleans()), literals=draw(st.booleans()), portable=portable
+            )
+            body, columns = draw(subquery(draw(table_relation(t0)), kind, inner))
+            relation = wrap(body, columns, as_cte=draw(st.booleans()))
+            relations = (
+                [relation, draw(table_relation(t1, "b1"))] if draw(st.booleans()) else [relation]
+            )
+            if len(relations) == 1:
+                shape = draw(st.sampled_from(["aggregate", "global", "having"]))
+        elif construct == "nested_twice":
+            relation = draw(table_relation(t0))
+            for level in range(2):
+                kind = draw(st.sampled_from(kinds))
+                body, columns = draw(subquery(relation, kind, options, "xy"[level]))
+                relation = wrap(body, columns, as_cte=draw(st.booleans()))
+            relations = maybe_t1([relation])
+        else:
+            raise ValueError(f"unknown construct {construct!r}")
+        sql, _ = draw(select(relations, shape, options))
+    with_ = [c for c in ctes if c]
+    return (f"WITH {', '.join(with_)} " if with_ else "") + sql

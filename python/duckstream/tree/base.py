@@ -67,13 +67,14 @@ class Term:
         relation ``t`` of this term (a WHERE or ON conjunct): ``t.y IN (SELECT x FROM
         <changes>)``, and where it goes (``None``: WHERE, ``i``: the ON of join ``i``).
         Implied by the equality, so the result is the same; but it prunes the scan of ``t``
-        to the changed keys whatever join order the engine picks (DuckDB otherwise may join
-        two big tables first and scan them whole).
+        to the changed keys whatever join order the engine picks (an engine otherwise may
+        join two big tables first and scan them whole).
 
         A filter goes where its equality is, which keeps it implied: into WHERE from WHERE,
         or from an inner join's ON when ``t`` is never NULL-extended in this term; else into
         that ON, if ``t`` is the null-supplying side of a LEFT or RIGHT join or the join is
-        inner (DuckDB refuses a subquery on the preserved side or in a FULL join's ON).
+        inner. Never onto a preserved side of an outer join: in the ON it would NULL-extend
+        the rows it rejects instead of dropping them.
 
         >>> from sqlglot import parse_one
         >>> term = Term(parse_one("SELECT * FROM d, t").args["from_"].this,

@@ -1,7 +1,7 @@
 """Which columns of each source table a normalized view reads.
 
-A change read that names only these columns lets the engine skip the others (for DuckLake
-deletions that is most of the cost: deleted rows are read back from the data files). The
+A change read that names only these columns lets the engine skip the others (where deleted
+rows are read back from the data files, that is most of the cost of reading deletions). The
 answer is exact only where every column is qualified by its table's alias, as ``qualify``
 leaves them when ``compile_ivm`` has the source schemas; otherwise a source gets ``None``
 (every column).

@@ -267,8 +267,11 @@ class Join(Block):
 
     @staticmethod
     def _pruned(ctx: Context, part: _Part, conditions: list[exp.Expr]) -> _Part:
-        """``part`` with ``conditions`` added to its last join's ON (on engines that take a
-        subquery there: DuckDB, on the null-supplying side of a LEFT or RIGHT join)."""
+        """``part`` with ``conditions`` (over the null-supplying side of its last join) added
+        to that join's ON, when the engine re-reads its changes cheaply
+        (``changes_are_materialized``): implied for the rows the term keeps, it prunes the
+        scan of that side to the changed keys; elsewhere the WHERE filter alone is exact and
+        the changes are read once less."""
         if not conditions or not ctx.engine.changes_are_materialized:
             return part
         return replace(part, on=part.on[:-1] + (exp.and_(*conditions),))
@@ -276,7 +279,8 @@ class Join(Block):
 
 def _in(ctx: Context, expression: exp.Expr, query: exp.Select) -> exp.Expr:
     """``expression IN (query)``, the query's CTEs renamed: a derived table's delta used
-    twice in one statement must not define a CTE twice (Spark hoists nested WITHs)."""
+    twice in one statement must not define a CTE name twice (a dialect may hoist nested
+    WITHs to the statement's top)."""
     query = query.copy()
     renamed = {}
     for cte in query.find_all(exp.CTE):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from dbt.adapters.duckdb.credentials import DuckDBCredentials
 
-from duckstream.ducklake import extension_path
+from duckstream.engines.ducklake.extension import extension_path
 
 
 def _names_ducklake(extension: object) -> bool:

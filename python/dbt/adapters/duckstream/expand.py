@@ -13,18 +13,15 @@ Unqualified tables inside a view resolve in the view's own catalog and schema.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
 
 import sqlglot
 from sqlglot import exp
 
+from duckstream.connection import Connection
+
 ViewKey = tuple[str, str, str]
 
 MAX_DEPTH = 32
-
-
-class Connection(Protocol):
-    def execute(self, query: str, /, *args: Any, **kwargs: Any) -> Any: ...
 
 
 def expand_views(

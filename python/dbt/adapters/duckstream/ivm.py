@@ -7,7 +7,8 @@ does, on the thread's DuckDB connection:
 * **look**: in one read transaction, whether the table and its ``_ivm_state__<model>`` exist,
   the views of the catalogs (inlined into the model SQL, so a redefined view rebuilds);
 * **refresh**: one transaction, one read of the change window
-  (:func:`duckstream.strategy.begin` pins it; ``auto`` estimates from it): no source changed
+  (:func:`duckstream.engines.ducklake.runner.begin` pins it; ``auto`` estimates from it): no
+  source changed
   -> roll back, nothing written; else apply the change feed, or rebuild in place (the
   estimate says it is cheaper, ``ivm_strategy='full'``, or the window cannot be maintained:
   a source recreated or altered, an expired cursor snapshot) -- the table and the state
@@ -16,7 +17,7 @@ does, on the thread's DuckDB connection:
   maintaining incrementally) at a pinned snapshot, with the cursors and the state.
 
 The cursors travel in the commits that build or refresh the table
-(:mod:`duckstream.ducklake_cursors`); each model keeps two small tables beside it:
+(:mod:`duckstream.engines.ducklake.cursors`); each model keeps two small tables beside it:
 ``_ivm_cursors__<model>`` (an append-only log of its cursors, never read by duckstream) and
 ``_ivm_state__<model>`` (:class:`dbt_duckstream.model.State`). They are per model because
 DuckLake refuses concurrent commits that modify one table, and dbt runs models in threads.
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -46,11 +47,12 @@ from dbt_duckstream.materialize import Refreshed
 from dbt_duckstream.materialize import materialize as materialize_with
 from dbt_duckstream.model import ModelError, ModelRequest, State, plan_hash
 from dbt_duckstream.outcome import Outcome
-from duckstream import strategy
 from duckstream.compiler import compile_ivm
+from duckstream.connection import Connection
+from duckstream.engines.ducklake import runner as strategy
+from duckstream.engines.ducklake.runner import run_statements
 from duckstream.errors import UnsupportedSQLError
 from duckstream.plan import IVMPlan, Naming
-from duckstream.runtime import run_statements
 
 __all__ = [
     "DuckLakeBackend",
@@ -63,18 +65,14 @@ __all__ = [
 ]
 
 
-class Connection(Protocol):
-    def execute(self, query: str, /, *args: Any, **kwargs: Any) -> Any: ...
-
-
 def materialize(con: Connection, request: ModelRequest) -> Outcome:
     """Build, rebuild or maintain the table of ``request`` (:mod:`dbt_duckstream.materialize`)."""
     return materialize_with(DuckLakeBackend(con), request)
 
 
-def _run(con: Connection, statements: list[str]) -> None:
+def _run(con: Connection, statements: list[str], *, opened: bool = False) -> None:
     """The runner (looked up when called: tests replace ``run_statements`` here)."""
-    run_statements(con, statements)
+    run_statements(con, statements, opened=opened)
 
 
 class Recording:

@@ -4,7 +4,7 @@ With ``method: session`` dbt-spark builds its SparkSession from ``server_side_pa
 (each one a builder ``.config``). A profile that configures an Iceberg catalog there but no
 ``spark.jars`` / ``spark.jars.packages`` gets the Iceberg runtime jars duckstream uses for its
 local sessions (``DUCKSTREAM_ICEBERG_JARS``, else the ``snowpark-connect-deps-iceberg``
-package; see :mod:`duckstream.spark.session`).
+package; see :mod:`duckstream.engines.iceberg.session`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ JAR_KEYS = ("spark.jars", "spark.jars.packages")
 
 def local_iceberg_jars() -> str:
     """The comma-separated Iceberg runtime jars of a local duckstream Spark session."""
-    from duckstream.spark.session import JARS_ENV, bundled_iceberg_jars
+    from duckstream.engines.iceberg.session import JARS_ENV, bundled_iceberg_jars
 
     return os.environ.get(JARS_ENV) or ",".join(bundled_iceberg_jars())
 

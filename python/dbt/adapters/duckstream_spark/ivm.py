@@ -2,10 +2,10 @@
 
 The decision (build, rebuild or maintain, and why), the state record and the log line are
 the engine-independent core's (:mod:`dbt_duckstream`); this module does what only Spark does,
-with duckstream's Spark runner (:mod:`duckstream.spark.runtime`):
+with duckstream's Spark runner (:mod:`duckstream.engines.iceberg.runner`):
 
 * **refresh**: ``auto`` (the default) estimates the window from Iceberg metadata
-  (:func:`duckstream.spark.estimate.choose`) and rebuilds in place when that is cheaper or
+  (:func:`duckstream.engines.iceberg.estimate.choose`) and rebuilds in place when that is cheaper or
   maintaining is impossible; ``full`` rebuilds in place when a source changed; otherwise
   ``maintain`` runs, and if it raises :class:`RebuildRequired` (a source's schema changed,
   ...) the table is rebuilt in place (``initialize_cursors``: data and cursors in one
@@ -36,9 +36,9 @@ from dbt_duckstream.decide import Compiled, Found
 from dbt_duckstream.materialize import Refreshed
 from dbt_duckstream.model import ModelRequest, State, plan_hash
 from duckstream.compiler import compile_ivm
+from duckstream.engines.iceberg.estimate import choose
+from duckstream.engines.iceberg.runner import RebuildRequired, changed_sources, run_steps, setup
 from duckstream.plan import IVMPlan, Naming
-from duckstream.spark.estimate import choose
-from duckstream.spark.runtime import RebuildRequired, changed_sources, run_statements, setup
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -113,7 +113,7 @@ class IcebergBackend:
             setup(self.recording, plan)
         else:
             self.recording.sql(plan.create_cursors_table)
-            run_statements(self.recording, plan.initialize_cursors)
+            run_steps(self.recording, plan.steps["initialize_cursors"])
         _write_state(self.recording, self.table(request), state)
 
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
@@ -130,7 +130,7 @@ class IcebergBackend:
                 return self._rebuild(request, plan, state, f"auto: {report.reason}")
             reason = f"auto: {report.reason}" if request.strategy == "auto" else ""
         try:
-            values = run_statements(self.recording, plan.maintain)
+            values = run_steps(self.recording, plan.steps["maintain"])
         except RebuildRequired as error:
             return self._rebuild(request, plan, state, error.reason)
         changed, sources = changed_sources(values)
@@ -140,7 +140,7 @@ class IcebergBackend:
 
     def _rebuild(self, request: ModelRequest, plan: IVMPlan, state: State, why: str) -> Refreshed:
         """Refill the table in place with its cursors (one commit), and record the state."""
-        run_statements(self.recording, plan.initialize_cursors)
+        run_steps(self.recording, plan.steps["initialize_cursors"])
         _write_state(self.recording, self.table(request), state)
         return Refreshed("full", why)
 

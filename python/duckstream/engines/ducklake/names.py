@@ -13,6 +13,8 @@ there must compare case-insensitively too, never with ``=``.
 
 from __future__ import annotations
 
+from duckstream.connection import literal as _lit
+
 
 def same_name(column: str, name: str) -> str:
     """A predicate: the catalog column ``column`` (SQL) holds ``name`` as DuckDB matches it."""
@@ -22,7 +24,3 @@ def same_name(column: str, name: str) -> str:
 def same_names(left: str, right: str) -> str:
     """A predicate: two SQL expressions of names match as DuckDB matches names."""
     return f"lower({left}) = lower({right})"
-
-
-def _lit(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"

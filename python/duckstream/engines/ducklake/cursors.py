@@ -22,17 +22,11 @@ see the history (``SELECT * FROM _ivm_cursors``; old rows may be deleted at will
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+
+from duckstream.connection import Connection
+from duckstream.connection import literal as _lit
 
 AUTHOR = "duckstream"
-
-
-class Connection(Protocol):
-    def execute(self, query: str, /, *args: Any, **kwargs: Any) -> Any: ...
-
-
-def _lit(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def message(view: str) -> str:

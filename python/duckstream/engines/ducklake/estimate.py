@@ -1,12 +1,12 @@
 """Estimate a refresh window's changes from a DuckLake catalog, without reading a changed row.
 
-``estimate(con, plan)`` returns one :class:`~duckstream.cost.SourceEstimate` per source --
+``estimate(con, plan)`` returns one :class:`~duckstream.refresh.SourceEstimate` per source --
 live rows, rows inserted and deleted since its cursor, rows of the data files holding the
 deletions -- or the reason incremental maintenance is impossible (no cursors, a cursor
 snapshot expired, a source dropped, recreated or altered).
 
 The window itself (cursors, end snapshots, which kinds of change each source saw, and the
-checks that make a rebuild necessary) is the refresh's own: :mod:`duckstream.ducklake_window`
+checks that make a rebuild necessary) is the refresh's own: :mod:`.window`
 reads it once and ``auto`` estimates from it. The row counts come from the catalog's file
 lists (``__ducklake_metadata_<catalog>``: data files, delete files), plain tables cheap to
 read, in **one plain query** with the window's bounds as literals: ``auto`` pays for this
@@ -19,19 +19,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from duckstream import ducklake_cursors, ducklake_window
-from duckstream.cost import SourceEstimate
+from duckstream.connection import Connection
+from duckstream.connection import literal as _lit
+from duckstream.engines.ducklake import cursors as ducklake_cursors
+from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.errors import RebuildRequired
 from duckstream.plan import IVMPlan
-from duckstream.runtime import Connection
+from duckstream.refresh import SourceEstimate
 
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _lit(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _rows(con: Connection, sql: str, params: list[Any] | None = None) -> list[tuple]:
@@ -43,11 +41,11 @@ def estimate(
 ) -> dict[str, SourceEstimate] | str:
     """Per source of ``plan``, what its window holds; or why it must be rebuilt.
 
-    ``window``: the refresh's pinned window (:mod:`duckstream.ducklake_window`), which has
+    ``window``: the refresh's pinned window (:mod:`duckstream.engines.ducklake.window`), which has
     checked the cursors already; read here when not given."""
     if window is None:
         try:
-            window = ducklake_window.read(con, ducklake_window.statement_of(plan.maintain))
+            window = ducklake_window.read(con, ducklake_window.spec_of(plan.steps["maintain"]))
         except RebuildRequired as error:
             return error.reason
     sources: dict[str, SourceEstimate] = {}

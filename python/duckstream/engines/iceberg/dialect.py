@@ -1,31 +1,42 @@
 """The Spark SQL that duckstream generates: sqlglot's Spark dialect plus two conventions.
 
+- Spark reads bare identifiers of ASCII letters, digits and ``_`` only; any other name
+  (``Größe``) is rendered in backticks, however it was spelled in the view.
 - ``ROW_NUMBER() OVER ()`` is an error in Spark ("requires window to be ordered"); the sinks
   number rows where any order will do, so such windows are rendered ``ORDER BY NULL``.
 - Run-time values are written ``${duckstream.<view>.<name>}``: Spark's own variable
-  substitution syntax. :mod:`duckstream.spark.runtime` fills them in from the plan's ``set``
+  substitution syntax. :mod:`.runner` fills them in from the plan's value
   queries; by hand, ``SET duckstream.<view>.<name> = <value>`` does the same, because Spark
   substitutes ``${key}`` from the session configuration before parsing
   (``spark.sql.variable.substitute``, on by default).
 
-Statements may start with ``-- duckstream: ...`` comment lines: directives for whoever runs
-the plan (see :mod:`duckstream.spark.runtime`). To Spark they are comments.
 """
 
 from __future__ import annotations
+
+import re
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 
+from duckstream.connection import literal
+
 PREFIX = "duckstream"
-DIRECTIVE = f"-- {PREFIX}:"
+
+
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class IcebergSpark(Spark):
     """Spark 3.5 as duckstream writes it (registered in sqlglot as ``icebergspark``)."""
 
     class Generator(SparkGenerator):
+        def identifier_sql(self, expression: exp.Identifier) -> str:
+            if not expression.quoted and not _BARE.fullmatch(expression.name):
+                expression = exp.Identifier(this=expression.name, quoted=True)
+            return super().identifier_sql(expression)
+
         def window_sql(self, expression: exp.Window) -> str:
             if isinstance(expression.this, exp.RowNumber) and not expression.args.get("order"):
                 expression = expression.copy()
@@ -48,14 +59,9 @@ def placeholder(key: str) -> exp.Var:
 
 def lit(value: str) -> str:
     """A Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return literal(value, "spark")
 
 
 def quoted(name: str) -> str:
     """A backquoted Spark identifier."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def directive(text: str, sql: str = "") -> str:
-    """A statement preceded by the directive line ``-- duckstream: <text>``."""
-    return f"{DIRECTIVE} {text}" + (f"\n{sql}" if sql else "")

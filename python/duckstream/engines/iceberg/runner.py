@@ -1,46 +1,53 @@
 """Run a Spark plan: ``setup(spark, plan)`` once, then ``refresh(spark, plan)``.
 
 Spark SQL takes no run-time values where a refresh needs them (``VERSION AS OF``, ``CALL``
-arguments) and has no multi-statement transactions, so a Spark plan is plain Spark SQL plus
-four directives, written as leading comment lines. To run a plan by hand, go through the
-statements in order and:
+arguments) and has no multi-statement transactions, so a Spark plan's steps
+(:mod:`duckstream.plan`) need a runner beyond plain statements:
 
-``-- duckstream: set``
-    Run the query (one row). Each column is a value named by its alias: ``SET <alias> =
-    <value>``. Later statements use it as ``${<alias>}``, which Spark substitutes itself.
-``-- duckstream: stop unless ${x}``
-    If ``x`` is false, nothing changed: skip to the ``finally`` statements.
-``-- duckstream: snapshot property <key> = <value>``
-    The statement below must commit with these Iceberg snapshot properties. Spark SQL has
-    no syntax for that; :func:`duckstream.spark.sql_with_commit_properties` does it. These
-    are the view's cursors, committed together with the view's data.
-``-- duckstream: finally``
-    Cleanup: runs after every other statement, also when one failed.
+:class:`~duckstream.plan.PinSnapshot`, ``PinWindow``, ``SetValues``
+    Run the query (one row). Each column is a value named by its alias; later statements
+    use it as ``${<alias>}`` (by hand: ``SET <alias> = <value>``, Spark substitutes it).
+:class:`~duckstream.plan.StopUnless`
+    If the value is false, nothing changed: skip to the clean-up.
+:class:`~duckstream.plan.CommitWith`
+    Commit the statement with these Iceberg snapshot properties (the view's cursors,
+    committed with its data): :func:`duckstream.spark.sql_with_commit_properties`.
+:class:`~duckstream.plan.Cleanup`
+    Runs after every other step, also when one failed.
 
 This module does exactly that, substituting ``${...}`` itself (so it does not depend on
 ``spark.sql.variable.substitute`` or change the session configuration), and raises
 :class:`RebuildRequired` when a refresh cannot read its window from Iceberg.
 
 ``refresh(spark, plan)`` (``strategy="auto"``) first estimates the window from Iceberg
-metadata (:mod:`duckstream.spark.estimate`) and runs ``maintain`` or ``initialize_cursors``
+metadata (:mod:`.estimate`) and runs ``maintain`` or ``initialize_cursors``
 (the atomic full rebuild: the view's data and cursors in one commit), whichever is cheaper,
-like :func:`duckstream.strategy.refresh` on DuckLake.
+like :func:`duckstream.engines.ducklake.runner.refresh` on DuckLake.
 """
 
 from __future__ import annotations
 
 import re
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from duckstream.cost import Policy, RefreshReport
-from duckstream.engines.spark_dialect import DIRECTIVE
+from duckstream.engines.iceberg.engine import render, value_query
+from duckstream.engines.iceberg.estimate import choose
+from duckstream.engines.iceberg.session import sql_with_commit_properties
 from duckstream.errors import DuckstreamError, RebuildRequired
-from duckstream.plan import IVMPlan
-from duckstream.spark.estimate import choose
-from duckstream.spark.session import sql_with_commit_properties
-from duckstream.strategy import STRATEGIES
+from duckstream.plan import (
+    Cleanup,
+    CommitWith,
+    IVMPlan,
+    PinSnapshot,
+    PinWindow,
+    SetValues,
+    Step,
+    StopUnless,
+)
+from duckstream.refresh import Policy, RefreshReport, check_strategy
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,21 +67,6 @@ _ICEBERG_REBUILD = {
     ),
     "Cannot find snapshot": "a source's cursor snapshot no longer exists (expired)",
 }
-
-
-@dataclass
-class Statement:
-    """One entry of a plan: its directives and its SQL (empty for a pure directive)."""
-
-    directives: list[str]
-    sql: str
-
-    @classmethod
-    def parse(cls, text: str) -> Statement:
-        directives, lines = [], text.splitlines()
-        while lines and lines[0].startswith(DIRECTIVE):
-            directives.append(lines.pop(0)[len(DIRECTIVE) :].strip())
-        return cls(directives, "\n".join(lines).strip())
 
 
 @dataclass
@@ -101,31 +93,23 @@ class Run:
             self.values[name] = text
 
 
-def _properties(directives: list[str]) -> dict[str, str]:
-    found = {}
-    for d in directives:
-        if d.startswith("snapshot property "):
-            key, _, value = d.removeprefix("snapshot property ").partition("=")
-            found[key.strip()] = value.strip()
-    return found
-
-
-def _execute(spark: SparkSession, run: Run, statement: Statement) -> bool:
-    """Run one statement; False when a ``stop unless`` directive ends the run."""
-    for d in statement.directives:
-        if d.startswith("stop unless "):
-            return run.substitute(d.removeprefix("stop unless ")).strip() == "true"
-    sql = run.substitute(statement.sql)
-    properties = {k: run.substitute(v) for k, v in _properties(statement.directives).items()}
-    if "set" in statement.directives:
+def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
+    """Run one step; False when a :class:`StopUnless` ends the run."""
+    if isinstance(step, StopUnless):
+        return run.substitute(step.value).strip() == "true"
+    if isinstance(step, PinSnapshot | PinWindow | SetValues):
+        sql = run.substitute(value_query(step))
         rows = spark.sql(sql).collect()
         if len(rows) != 1:
-            raise DuckstreamError(f"a `set` query returned {len(rows)} rows, not 1:\n{sql}")
+            raise DuckstreamError(f"a value query returned {len(rows)} rows, not 1:\n{sql}")
         run.store(rows[0].asDict())
-    elif properties:
-        sql_with_commit_properties(spark, sql, properties)
+    elif isinstance(step, CommitWith):
+        properties = {k: run.substitute(v) for k, v in step.properties}
+        sql_with_commit_properties(spark, run.substitute(step.statement), properties)
     else:
-        spark.sql(sql).collect()  # a SELECT only runs when collected (checks raise errors)
+        for statement in render(step):
+            # a SELECT only runs when collected (checks raise errors)
+            spark.sql(run.substitute(statement)).collect()
     return True
 
 
@@ -139,18 +123,17 @@ def _translated(error: Exception) -> Exception:
     return error
 
 
-def run_statements(spark: SparkSession, statements: list[str]) -> dict[str, str]:
-    """Run a plan's statement list in order, honouring its directives; returns the values
-    its ``set`` queries computed. ``finally`` statements run last, also after a failure."""
+def run_steps(spark: SparkSession, steps: list[Step]) -> dict[str, str]:
+    """Run a plan's steps in order; returns the values its value queries computed.
+    :class:`Cleanup` steps run last, also after a failure."""
     run = Run()
-    parsed = [Statement.parse(s) for s in statements]
     failed = False
     try:
-        for statement in parsed:
-            if "finally" in statement.directives:
+        for step in steps:
+            if isinstance(step, Cleanup):
                 continue
             try:
-                if not _execute(spark, run, statement):
+                if not _execute(spark, run, step):
                     break
             except Exception as error:
                 failed = True
@@ -159,13 +142,17 @@ def run_statements(spark: SparkSession, statements: list[str]) -> dict[str, str]
                     raise
                 raise translated from error
     finally:
-        for statement in parsed:
-            if "finally" in statement.directives:
+        for step in steps:
+            if isinstance(step, Cleanup):
                 try:
-                    spark.sql(statement.sql)
-                except Exception:
-                    if not failed:  # never hide the error that stopped the run
-                        raise
+                    spark.sql(step.statement)
+                except Exception as error:
+                    if not failed:  # the work is done (or stopped): never turn it into an error
+                        warnings.warn(
+                            f"duckstream: clean-up failed ({error}); the refresh is applied",
+                            RuntimeWarning,
+                            stacklevel=2,
+                        )
     return run.values
 
 
@@ -174,7 +161,7 @@ _CHANGED = re.compile(r"\.changed_[0-9]+$")
 
 def changed_sources(values: dict[str, str]) -> tuple[int, int]:
     """How many sources a ``maintain`` run found changed, and how many it pinned: from the
-    values :func:`run_statements` returned (the pin's per-source ``changed_<i>`` flags)."""
+    values :func:`run_steps` returned (the pin's per-source ``changed_<i>`` flags)."""
     flags = [v for k, v in values.items() if _CHANGED.search(k)]
     return sum(v == "true" for v in flags), len(flags)
 
@@ -183,7 +170,7 @@ def setup(spark: SparkSession, plan: IVMPlan) -> dict[str, str]:
     """Create the cursors table and the view's table, and fill it at pinned snapshots."""
     spark.sql(plan.create_cursors_table)
     spark.sql(plan.create_mv)
-    return run_statements(spark, plan.initialize_cursors)
+    return run_steps(spark, plan.steps["initialize_cursors"])
 
 
 def refresh(
@@ -200,12 +187,11 @@ def refresh(
     one commit of the view's table (or none if nothing changed), and raises
     :class:`RebuildRequired` for a window Iceberg cannot read, unless ``rebuild=True``: then
     it re-initializes the view. ``full`` re-initializes it. ``auto`` (the default) estimates
-    the window from Iceberg metadata (:func:`duckstream.spark.estimate.choose`, with
+    the window from Iceberg metadata (:func:`duckstream.engines.iceberg.estimate.choose`, with
     ``policy``) and runs the cheaper of the two, rebuilding whenever maintaining is
     impossible.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    check_strategy(strategy)
     start = time.perf_counter()
     if strategy == "auto":
         report = choose(spark, plan, policy)
@@ -213,13 +199,13 @@ def refresh(
         report = RefreshReport(strategy, strategy, "requested")
     if report.strategy == "incremental":
         try:
-            run_statements(spark, plan.maintain)
+            run_steps(spark, plan.steps["maintain"])
         except RebuildRequired as error:
             if strategy == "incremental" and not rebuild:
                 raise
             report.strategy = "full"
             report.reason = error.reason
     if report.strategy == "full":
-        run_statements(spark, plan.initialize_cursors)
+        run_steps(spark, plan.steps["initialize_cursors"])
     report.elapsed = time.perf_counter() - start
     return report

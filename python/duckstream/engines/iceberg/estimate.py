@@ -26,10 +26,10 @@ Rebuild reasons, found here before a refresh is attempted: no cursors in the vie
 is no longer an ancestor, and **delete files** (merge-on-read deletes and updates, deletion
 vectors: the summary's ``total-delete-files``) in the window, which Iceberg's changelog
 refuses to read. A schema change is not visible in these tables: the plan's own check finds
-it, and :func:`duckstream.spark.runtime.refresh` then rebuilds (a failed attempt costs a few
+it, and :func:`.runner.refresh` then rebuilds (a failed attempt costs a few
 Spark jobs and commits nothing).
 
-The choice itself is :func:`duckstream.cost.decide` with :class:`SparkPolicy`.
+The choice itself is :func:`duckstream.refresh.decide` with :class:`SparkPolicy`.
 """
 
 from __future__ import annotations
@@ -38,15 +38,16 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from duckstream.cost import Policy, RefreshReport, SourceEstimate, decide
-from duckstream.engines.spark import CURSOR_PROPERTY
-from duckstream.engines.spark_dialect import DIRECTIVE
+from sqlglot import exp
+
+from duckstream.engines.iceberg.dialect import DIALECT
+from duckstream.engines.iceberg.engine import CURSOR_PROPERTY
 from duckstream.plan import IVMPlan
+from duckstream.refresh import Policy, RefreshReport, SourceEstimate, decide
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-_CURSOR_DIRECTIVE = f"{DIRECTIVE} snapshot property {CURSOR_PROPERTY}"
 # Appended to the reason when a window removed data files: why one deleted row may count 1M.
 REWRITES = " (copy-on-write: rows of the rewritten data files, which the changelog reads)"
 
@@ -116,25 +117,16 @@ class TableLog:
         return None
 
 
-def plan_sources(plan: IVMPlan) -> list[str]:
-    """The full names of the plan's sources, as it records their cursors: the snapshot
-    properties of the statement that populates the view."""
-    return [
-        line[len(_CURSOR_DIRECTIVE) :].partition("=")[0].strip()
-        for statement in plan.initialize_cursors
-        for line in statement.splitlines()
-        if line.startswith(_CURSOR_DIRECTIVE)
-    ]
-
-
 def metadata_query(tables: list[str]) -> str:
     """Every snapshot of each table (numbered by its position in ``tables``) with the table's
-    current snapshot id, in one query."""
+    current snapshot id, in one query. ``tables`` are plain names (as cursors are keyed),
+    quoted here where Spark needs it."""
+    refs = [exp.to_table(table).sql(DIALECT) for table in tables]
     return "\nUNION ALL\n".join(
         f"SELECT {i} AS t, s.snapshot_id, s.parent_id, s.operation, s.summary,"
         f" r.snapshot_id AS current_id FROM {table}.snapshots AS s"
         f" CROSS JOIN (SELECT snapshot_id FROM {table}.refs WHERE name = 'main') AS r"
-        for i, table in enumerate(tables)
+        for i, table in enumerate(refs)
     )
 
 
@@ -198,7 +190,7 @@ def estimate_window(
 
 def estimate(spark: SparkSession, plan: IVMPlan) -> dict[str, SourceEstimate] | str:
     """Per source of ``plan``, what its window holds; or why it must be rebuilt."""
-    sources = plan_sources(plan)
+    sources = plan.tables
     logs = read_logs(spark, [plan.mv_table, *sources])
     return estimate_window(plan.mv_table, sources, logs)
 

@@ -5,8 +5,9 @@ What differs from DuckDB + DuckLake, and how this engine deals with it:
 - **Literals only.** ``VERSION AS OF`` and ``CALL`` arguments accept no subquery, variable or
   parameter, and Spark 3.5 has no session variables. Run-time values (pinned snapshots,
   cursors, "did this source change") are therefore ``${duckstream.<view>.<name>}``
-  placeholders, filled in by a small runner (:mod:`duckstream.spark.runtime`) from the
-  plan's own ``-- duckstream: set`` queries. A false "changed" guard becomes the literal
+  placeholders, filled in by a small runner (:mod:`duckstream.engines.iceberg.runner`) from the
+  plan's own value queries (:class:`~duckstream.plan.PinWindow`,
+  :class:`~duckstream.plan.SetValues` steps). A false "changed" guard becomes the literal
   ``false``, and Spark's optimizer drops the whole delta term before it reads anything.
 - **No multi-statement transactions.** Every statement commits one table. The view's cursors
   therefore travel *inside the MV's own commit*: the one statement that changes the MV (an
@@ -28,26 +29,93 @@ What differs from DuckDB + DuckLake, and how this engine deals with it:
 - **Lazy temp views.** Spark would recompute a temp view (and re-read the changelog) at every
   read, so the sinks' intermediate results are ``CACHE LAZY TABLE``: computed once, by the
   first statement that reads them. Every temp view is dropped at the end
-  (``-- duckstream: finally``).
+  (:class:`~duckstream.plan.Cleanup`, run also after a failure).
+
+Rendered as text (``IVMPlan.maintain``), a Spark plan is for people: Spark SQL cannot set a
+variable from a query, so a value query is followed by the ``SET`` lines it stands for, and
+the steps only a runner can do (stop when nothing changed, commit with snapshot properties)
+are comments above their statement.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+
 from sqlglot import exp, parse_one
 
 from duckstream.engines.base import MULT, Engine, Source, Version
-from duckstream.engines.spark_dialect import (
+from duckstream.engines.iceberg.dialect import (
     DIALECT,
-    directive,
     lit,
     placeholder,
     quoted,
     variable,
 )
-from duckstream.engines.spark_unsupported import check_view
+from duckstream.engines.iceberg.unsupported import check_view
+from duckstream.plan import (
+    Begin,
+    Cleanup,
+    Commit,
+    CommitWith,
+    CreateTemp,
+    PinSnapshot,
+    PinWindow,
+    SetValues,
+    Sql,
+    Step,
+    StopUnless,
+)
 
 CURSOR_PROPERTY = "duckstream.cursor."
 REBUILD = "duckstream: rebuild required: "
+_ALIAS = re.compile(r"AS `(duckstream\.[^`]+)`")
+
+
+@functools.lru_cache(maxsize=4096)
+def _create_temp(step: CreateTemp) -> str:
+    """Rendered once per step (by identity). LAZY: computed once, by the first statement that
+    reads it, then reused."""
+    return f"CACHE LAZY TABLE {step.name} AS {step.query.sql(dialect=DIALECT)}"
+
+
+def value_query(step: PinSnapshot | PinWindow | SetValues) -> str:
+    """The one-row query of a step that computes run-time values (its columns' aliases)."""
+    if isinstance(step, PinSnapshot):
+        return step.statement
+    if isinstance(step, PinWindow):
+        return str(step.spec)
+    return step.query
+
+
+def render(step: Step) -> list[str]:
+    """Spark SQL for people: what only a runner can do is written as comments."""
+    if isinstance(step, Sql | Cleanup):
+        return [step.statement]
+    if isinstance(step, Begin | Commit):
+        return []  # no transactions: the view's one commit carries its cursors
+    if isinstance(step, CreateTemp):
+        return [_create_temp(step)]
+    if isinstance(step, PinSnapshot | PinWindow | SetValues):
+        query = value_query(step)
+        names = _ALIAS.findall(query)
+        lines = "\n".join(f"-- {line}" for line in query.splitlines())
+        sets = "\n".join(f"SET {name} = <its value>;" for name in names)
+        return [f"-- the values below are the one row of:\n{lines}\n{sets}"]
+    if isinstance(step, StopUnless):
+        return [f"-- stop here (run only the clean-up) unless {step.value} is true"]
+    if isinstance(step, CommitWith):
+        props = ", ".join(f"{k} = {v}" for k, v in step.properties)
+        return [
+            f"-- commit the statement below with the snapshot properties {props}\n{step.statement}"
+        ]
+    raise TypeError(f"Iceberg plans have no {type(step).__name__} step")
+
+
+def _ref(source: Source) -> str:
+    """``source`` as a table reference in Spark SQL (quoted where Spark needs it); its
+    ``fqn`` stays the plain name that cursors are keyed by."""
+    return source.table().sql(DIALECT)
 
 
 class IcebergEngine(Engine):
@@ -66,11 +134,11 @@ class IcebergEngine(Engine):
     def _value(self, name: str) -> str:
         return self.runtime_value(name).sql(DIALECT)
 
-    def set_runtime_value(self, name: str, query: exp.Expr) -> str:
+    def set_runtime_value(self, name: str, query: exp.Expr) -> Step:
         value = exp.alias_(
             exp.Subquery(this=query), exp.to_identifier(self._key(name), quoted=True)
         )
-        return directive("set", f"SELECT {value.sql(DIALECT)}")
+        return SetValues(f"SELECT {value.sql(DIALECT)}")
 
     def _end(self, source: Source) -> str:
         return self._value(f"end_{source.index}")
@@ -118,14 +186,12 @@ class IcebergEngine(Engine):
             " PARTITIONED BY (mv_name)"
         )
 
-    def begin(self) -> list[str]:
-        return []  # no transactions: the MV's one commit carries its cursors
+    def render(self, step: Step) -> list[str]:
+        return render(step)
 
-    def commit(self) -> list[str]:
-        """Drop the temp views this plan created so far (the runner runs these last, also
-        after a failure)."""
-        views = dict.fromkeys(self.temps)
-        return [directive("finally", f"DROP VIEW IF EXISTS {v}") for v in views]
+    def drop(self, name: str) -> Step:
+        """Drop a temp view (the runner runs these last, also after a failure)."""
+        return Cleanup(f"DROP VIEW IF EXISTS {name}")
 
     def _current(self, table: str) -> str:
         return f"(SELECT snapshot_id FROM {table}.refs WHERE name = 'main')"
@@ -135,9 +201,9 @@ class IcebergEngine(Engine):
             f"duckstream: source {source.fqn} has no snapshot (never written, or re-created):"
             " commit to it first, e.g. INSERT INTO <table> SELECT * FROM <table> WHERE false"
         )
-        return f"coalesce({self._current(source.fqn)}, raise_error({lit(missing)}))"
+        return f"coalesce({self._current(_ref(source))}, raise_error({lit(missing)}))"
 
-    def pin_for_initialize(self) -> list[str]:
+    def pin_for_initialize(self) -> list[Step]:
         if not self.sources:
             return []
         inner = [f"{self._pinned_end(s)} AS e{s.index}" for s in self.sources]
@@ -146,7 +212,7 @@ class IcebergEngine(Engine):
             outer.append(f"e{s.index} AS {quoted(self._key(f'end_{s.index}'))}")
             outer.append(f"e{s.index} AS {quoted(self._key(f'cursor_{s.index}'))}")
         pin = "SELECT " + ",\n  ".join(outer) + "\nFROM (SELECT " + ", ".join(inner) + ") AS pinned"
-        return [directive("set", pin)]
+        return [PinSnapshot(pin)]
 
     def _mv_cursors(self) -> str:
         """The summary of the MV's current snapshot, or of its latest ancestor that changed
@@ -160,7 +226,7 @@ class IcebergEngine(Engine):
             " WHERE r.name = 'main' AND h.is_current_ancestor AND s.operation <> 'replace'"
         )
 
-    def pin_window(self) -> list[str]:
+    def pin_window(self) -> list[Step]:
         inner, outer = [], []
         for s in self.sources:
             i = s.index
@@ -183,18 +249,21 @@ class IcebergEngine(Engine):
             + ",\n    ".join(inner)
             + f"\n  FROM ({self._mv_cursors()}) AS mv) AS pinned"
         )
-        statements = [directive("set", pin), directive(f"stop unless {self._value('changed')}")]
-        statements.append(self._check_window())
+        statements: list[Step] = [PinWindow(pin), StopUnless(self._value("changed"))]
+        statements.append(Sql(self._check_window()))
         for s in self.sources:
-            self.temps.append(self._changelog(s))
             options = (
                 f"map('start-snapshot-id', '{self._cursor(s)}',"
                 f" 'end-snapshot-id', '{self._end(s)}')"
             )
             statements.append(
-                f"CALL {s.catalog}.system.create_changelog_view("
-                f"table => {lit(f'{s.schema}.{s.name}')}, options => {options},"
-                f" changelog_view => {lit(self._changelog(s))})"
+                Sql(
+                    f"CALL {s.catalog}.system.create_changelog_view("
+                    f"table => {lit(exp.table_(s.name, db=s.schema).sql(DIALECT))},"
+                    f" options => {options},"
+                    f" changelog_view => {lit(self._changelog(s))})",
+                    creates=self._changelog(s),
+                )
             )
         return statements
 
@@ -206,11 +275,11 @@ class IcebergEngine(Engine):
         refresh, before anything is committed; the runner reports that as a rebuild too."""
         items = []
         for s in self.sources:
-            t, cursor = s.fqn, self._cursor(s)
-            log = f"{t}.metadata_log_entries"
+            t, ref, cursor = s.fqn, _ref(s), self._cursor(s)
+            log = f"{ref}.metadata_log_entries"
             cases = [
                 (
-                    f"(SELECT count(*) FROM {t}.history"
+                    f"(SELECT count(*) FROM {ref}.history"
                     f" WHERE snapshot_id = {cursor} AND is_current_ancestor) = 0",
                     f"the cursor snapshot of {t} is no longer in its history: expired, or the"
                     " table was re-created, replaced or rolled back",
@@ -229,7 +298,7 @@ class IcebergEngine(Engine):
             items.append(f"CASE{whens}\n  END AS {quoted(t)}")
         return "SELECT " + ",\n  ".join(items)
 
-    def _mirror_cursors(self) -> list[str]:
+    def _mirror_cursors(self) -> list[Step]:
         """Make the cursors table say what the MV's latest snapshot says. The table is
         partitioned by view: overwriting one view's partition is a single commit that does not
         conflict with other views refreshing at the same time."""
@@ -237,36 +306,33 @@ class IcebergEngine(Engine):
         if not rows:
             return []
         return [
-            f"INSERT OVERWRITE {self.tgt.cursors_fqn} PARTITION (mv_name = {lit(self.tgt.name)})"
-            " SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id"
-            f" FROM VALUES {rows} AS v(source_table, last_snapshot)"
-            f" CROSS JOIN {self._current(self.tgt.fqn)} AS m"
+            Sql(
+                f"INSERT OVERWRITE {self.tgt.cursors_fqn}"
+                f" PARTITION (mv_name = {lit(self.tgt.name)})"
+                " SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id"
+                f" FROM VALUES {rows} AS v(source_table, last_snapshot)"
+                f" CROSS JOIN {self._current(self.tgt.fqn)} AS m"
+            )
         ]
 
-    def record_cursors(self) -> list[str]:
+    def record_cursors(self) -> list[Step]:
         return self._mirror_cursors()
 
-    def advance_cursors(self) -> list[str]:
+    def advance_cursors(self) -> list[Step]:
         return self._mirror_cursors()
 
-    def _properties(self, sql: str) -> str:
+    def _properties(self, sql: str) -> Step:
         """``sql`` committed with the pinned end snapshots as the MV's snapshot properties."""
-        lines = [
-            f"snapshot property {CURSOR_PROPERTY}{s.fqn} = {self._end(s)}" for s in self.sources
-        ]
-        return "\n".join(directive(line) for line in lines) + "\n" + sql
+        return CommitWith(
+            sql, tuple((f"{CURSOR_PROPERTY}{s.fqn}", self._end(s)) for s in self.sources)
+        )
 
-    def populate(self, inserts: list[str]) -> list[str]:
-        prefix = f"INSERT INTO {self.tgt.fqn} "
-        if len(inserts) != 1 or not inserts[0].startswith(prefix):
-            raise AssertionError(f"expected one `{prefix}...` statement to populate the view")
-        overwrite = f"INSERT OVERWRITE {self.tgt.fqn} " + inserts[0][len(prefix) :]
-        return [self._properties(overwrite)]
-
-    def create_temp(self, name: str, query: exp.Expr) -> str:
-        self.temps.append(name)
-        # LAZY: computed once, by the first statement that reads it, then reused.
-        return f"CACHE LAZY TABLE {name} AS {query.sql(dialect=DIALECT)}"
+    def populate(self, inserts: list[exp.Insert]) -> list[Step]:
+        if len(inserts) != 1:
+            raise AssertionError("expected one INSERT to populate the view")
+        overwrite = inserts[0].copy()
+        overwrite.set("overwrite", True)
+        return [self._properties(overwrite.sql(dialect=DIALECT))]
 
     def temp_table(self, name: str) -> exp.Table:
         return exp.to_table(name)
@@ -277,7 +343,7 @@ class IcebergEngine(Engine):
 
     def replace_rows(
         self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
-    ) -> list[str]:
+    ) -> list[Step]:
         def ident(name: str) -> str:
             return exp.to_identifier(name, quoted=True).sql(DIALECT)
 

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any, Protocol
 
 import duckdb
 
-
-class Connection(Protocol):
-    def execute(self, query: str, /, *args: Any, **kwargs: Any) -> Any: ...
+from duckstream.connection import Connection
 
 
 def extension_path(name: str) -> str:

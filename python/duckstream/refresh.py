@@ -1,7 +1,9 @@
-"""The cost model behind ``strategy='auto'``: incremental refresh or full rebuild?
+"""How a refresh is chosen, for every engine: the strategies, and the cost model behind
+``strategy='auto'`` (incremental refresh or full rebuild?).
 
-Engine-free: each engine estimates a window's changes from its own catalog (DuckLake:
-:mod:`duckstream.ducklake_estimate`; Iceberg: :mod:`duckstream.spark.estimate`) as one
+Engine-free: each engine's runner estimates a window's changes from its own catalog (DuckLake:
+:mod:`duckstream.engines.ducklake.estimate`; Iceberg: :mod:`duckstream.engines.iceberg.estimate`)
+as one
 :class:`SourceEstimate` per source, and :func:`decide` compares the two paths in *rows read*,
 because both are dominated by scans:
 
@@ -30,6 +32,15 @@ Auto picks full when ``incr > margin * full``, or when any source changed by mor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+# ``auto``: estimate and pick; ``incremental``: maintain (errors propagate); ``full``: rebuild.
+STRATEGIES: tuple[str, ...] = ("auto", "incremental", "full")
+
+
+def check_strategy(strategy: str) -> None:
+    """Raise ``ValueError`` unless ``strategy`` is one of :data:`STRATEGIES`."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
 
 
 @dataclass(frozen=True)

@@ -9,23 +9,65 @@ snapshot isolation, and the window is pinned explicitly on top of that.
 Every DuckLake statement costs catalog round trips (a table scan, a table function call: a few
 milliseconds each before any row is read), so a refresh is shaped to issue few of them: the
 window (end snapshots, cursors, "changed" flags) is one STRUCT variable, pinned by the runner
-from two small reads of the catalog's snapshot log (:mod:`duckstream.ducklake_window`), each
+from two small reads of the catalog's snapshot log (:mod:`.window`), each
 source's window is read from the change feed once (``prepare_changes``), and the cursors
-travel in the refresh's own commit (:mod:`duckstream.ducklake_cursors`): read with the window,
+travel in the refresh's own commit (:mod:`.cursors`): read with the window,
 written by the commit that changes the view.
 """
 
 from __future__ import annotations
 
+import functools
+
 from sqlglot import exp
 
-from duckstream import ducklake_cursors, ducklake_window
-from duckstream.ducklake_names import same_names
+from duckstream.connection import literal as _lit
 from duckstream.engines.base import MULT, Engine, Source, Version
+from duckstream.engines.ducklake import cursors as ducklake_cursors
+from duckstream.engines.ducklake import window as ducklake_window
+from duckstream.engines.ducklake.names import same_names
+from duckstream.plan import (
+    Begin,
+    Cleanup,
+    Commit,
+    CreateTemp,
+    PinSnapshot,
+    PinWindow,
+    Sql,
+    Step,
+)
+
+# The change feed's own columns, renamed out of the way of the source's.
+_SNAPSHOT, _ROWID = "_ivm_snapshot", "_ivm_rowid"
 
 
-def _lit(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+def _columns(source: Source) -> list[exp.Expr]:
+    """The columns of ``source`` the view reads (every column when that is unknown)."""
+    if source.columns is None:
+        return [exp.Star()]
+    return [exp.column(n, quoted=True) for n in sorted(source.columns)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _create_temp(step: CreateTemp) -> str:
+    """Rendered once per step (by identity): a refresh runs the same steps every time."""
+    return f"CREATE OR REPLACE TEMP TABLE {step.name} AS {step.query.sql(dialect='duckdb')}"
+
+
+def render(step: Step) -> list[str]:
+    """Plain DuckDB SQL; the window pin as one ``SET VARIABLE`` that checks the window
+    in SQL (:func:`.window.pin_sql`: what the runner checks in Python)."""
+    if isinstance(step, Sql | PinSnapshot | Cleanup):
+        return [step.statement]
+    if isinstance(step, Begin):
+        return ["BEGIN TRANSACTION"]
+    if isinstance(step, Commit):
+        return ["COMMIT"]
+    if isinstance(step, CreateTemp):
+        return [_create_temp(step)]
+    if isinstance(step, PinWindow):
+        return [ducklake_window.pin_sql(step.spec)]
+    raise TypeError(f"DuckLake plans have no {type(step).__name__} step")
 
 
 class DuckLakeEngine(Engine):
@@ -39,8 +81,8 @@ class DuckLakeEngine(Engine):
     def runtime_value(self, name: str) -> exp.Expr:
         return exp.Anonymous(this="getvariable", expressions=[exp.Literal.string(self._var(name))])
 
-    def set_runtime_value(self, name: str, query: exp.Expr) -> str:
-        return f"SET VARIABLE {self._var(name)} = ({query.sql(dialect='duckdb')})"
+    def set_runtime_value(self, name: str, query: exp.Expr) -> Step:
+        return Sql(f"SET VARIABLE {self._var(name)} = ({query.sql(dialect='duckdb')})")
 
     # The window of one refresh (end snapshot per catalog, cursor and "changed" per source) is
     # one STRUCT variable (:meth:`pin_window`): each statement costs a DuckLake round trip.
@@ -75,6 +117,13 @@ class DuckLakeEngine(Engine):
         return exp.select("*").from_(self._changes_table(source))
 
     def _read_changes(self, source: Source, function: str, sign: int) -> exp.Select:
+        """One half of ``source``'s change feed in the window: the columns the view reads and
+        ``_ivm_mult`` = ``sign``, skipped when the pinned window shows that half empty.
+
+        Deletions are deduplicated on ``(snapshot_id, rowid)`` and the columns read: DuckLake
+        (1.5.5) lists one deleted row twice when a transaction deletes every row of a data
+        file through several statements. A rowid can be deleted legitimately in several
+        snapshots of one window (an UPDATE keeps the rowid), never twice in one snapshot."""
         # DuckDB binds the table function even when the guard below drops it, and an unchanged
         # source of another catalog has cursor = end: cursor + 1 is no snapshot there yet.
         start = exp.Anonymous(
@@ -94,50 +143,71 @@ class DuckLakeEngine(Engine):
                 self._end(source.catalog),
             ],
         )
-        columns: list[exp.Expr] = (
-            [exp.column(n, quoted=True) for n in sorted(source.columns)]
-            if source.columns is not None
-            else [exp.Star()]
-        )
         mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
         # A constant false guard keeps DuckDB from calling the table function at all.
         guard = self._window_value(f"{'inserts' if sign > 0 else 'deletes'}_{source.index}")
-        return exp.select(*columns, exp.alias_(mult, MULT)).from_(exp.Table(this=call)).where(guard)
+        read = exp.select(*_columns(source)).from_(exp.Table(this=call)).where(guard)
+        if sign > 0:
+            return read.select(exp.alias_(mult, MULT))
+        ids = [exp.alias_(exp.column("snapshot_id"), _SNAPSHOT), exp.alias_("rowid", _ROWID)]
+        once = exp.select(*ids, *_columns(source)).from_(exp.Table(this=call)).where(guard)
+        columns: list[exp.Expr] = (
+            [exp.column(n, quoted=True) for n in sorted(source.columns)]
+            if source.columns is not None
+            else [exp.Star(except_=[exp.to_identifier(_SNAPSHOT), exp.to_identifier(_ROWID)])]
+        )
+        return exp.select(*columns, exp.alias_(mult, MULT)).from_(
+            exp.paren(once.distinct()).as_("_ivm_once")
+        )
 
-    def prepare_changes(self) -> list[str]:
+    def prepare_changes(self) -> list[Step]:
         """Copy each changed source's window (the columns the view reads) into a temporary
-        table once. Every delta term then reads that table: DuckDB knows its size (it cannot
-        size a table function), so it builds its hash joins on the small change set and pushes
-        its key ranges into the scans of the big tables; and the change feed is read once
-        however many terms use it. An unchanged source's copy is empty and reads nothing."""
-        return [
-            self.create_temp(
-                self._changes_table(s).sql("duckdb"),
-                exp.union(
-                    self._read_changes(s, "ducklake_table_insertions", 1),
-                    self._read_changes(s, "ducklake_table_deletions", -1),
-                    distinct=False,
-                ),
+        table once, netted by content: per distinct row, the sum of its signed multiplicities,
+        rows that net to zero left out. Every delta term then reads that table: DuckDB knows
+        its size (it cannot size a table function), so it builds its hash joins on the small
+        change set and pushes its key ranges into the scans of the big tables; the change feed
+        is read once however many terms use it; and a row inserted and deleted inside the
+        window (say one that breaks a CAST of the view) never reaches the view's expressions.
+        Every rule downstream is linear in the multiplicity or nets by content itself, so a
+        multiplicity other than +1/-1 is fine. An unchanged source's copy is empty and reads
+        nothing."""
+        statements: list[Step] = []
+        for s in self.sources:
+            both = exp.union(
+                self._read_changes(s, "ducklake_table_insertions", 1),
+                self._read_changes(s, "ducklake_table_deletions", -1),
+                distinct=False,
             )
-            for s in self.sources
-        ]
+            columns: list[exp.Expr] = (
+                [exp.column(n, quoted=True) for n in sorted(s.columns)]
+                if s.columns is not None
+                else [exp.Star(except_=[exp.to_identifier(MULT)])]
+            )
+            total = exp.Sum(this=exp.column(MULT))
+            netted = (
+                exp.select(*columns, exp.alias_(exp.cast(total, "bigint"), MULT))
+                .from_(exp.paren(both).as_("_ivm_feed"))
+                .group_by("ALL")
+                .having(exp.NEQ(this=total.copy(), expression=exp.Literal.number(0)))
+            )
+            statements.append(self.create_temp(self._changes_table(s).sql("duckdb"), netted))
+        return statements
 
     # -- statements ------------------------------------------------------------------------
     def create_cursors_table(self) -> str:
-        """The append-only cursors log (see :mod:`duckstream.ducklake_cursors`)."""
+        """The append-only cursors log (see :mod:`duckstream.engines.ducklake.cursors`)."""
         return (
             f"CREATE TABLE IF NOT EXISTS {self.tgt.cursors_fqn} ("
             "mv_name VARCHAR, source_table VARCHAR, table_id BIGINT, last_snapshot BIGINT)"
         )
 
-    def begin(self) -> list[str]:
-        return ["BEGIN TRANSACTION"]
+    def render(self, step: Step) -> list[str]:
+        return render(step)
 
-    def commit(self) -> list[str]:
-        """Commit, then drop the temporary tables (change copies, deltas) of this refresh: they
-        live in the session, holding memory until the connection closes otherwise."""
-        drops = [f"DROP TABLE IF EXISTS {name}" for name in dict.fromkeys(self.temps)]
-        return ["COMMIT", *drops]
+    def drop(self, name: str) -> Step:
+        """Drop a temporary table of this refresh after its COMMIT (change copies, deltas):
+        they live in the session, holding memory until the connection closes otherwise."""
+        return Cleanup(f"DROP TABLE IF EXISTS {name}")
 
     def _catalogs(self) -> list[str]:
         return sorted({s.catalog for s in self.sources} | {self.tgt.catalog})
@@ -164,7 +234,7 @@ class DuckLakeEngine(Engine):
             )
         return f"_ivm_ids AS MATERIALIZED ({' UNION ALL '.join(reads)})"
 
-    def pin_for_initialize(self) -> list[str]:
+    def pin_for_initialize(self) -> list[Step]:
         """One statement: the end snapshot of each catalog (``ducklake_current_snapshot``, the
         transaction's snapshot, far cheaper than the snapshot list) and each source's table
         id, failing with ``duckstream: source table ... does not exist`` when one is missing."""
@@ -189,7 +259,11 @@ class DuckLakeEngine(Engine):
         window = f"struct_pack({', '.join(fields)})"
         if not self.sources:
             query = f"SELECT {window} FROM (SELECT {ends_row} FROM _ivm_ends)"
-            return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
+            return [
+                PinSnapshot(
+                    f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"
+                )
+            ]
         ctes.append(self._table_ids())
         ids = ", ".join(
             f"max(table_id) FILTER (WHERE source = {s.index}) AS table_id_{s.index}"
@@ -202,12 +276,14 @@ class DuckLakeEngine(Engine):
             f" (SELECT min(fqn) FILTER (WHERE table_id IS NULL) AS missing, {ids}"
             " FROM _ivm_ids) AS i"
         )
-        return [f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})"]
+        return [
+            PinSnapshot(f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})")
+        ]
 
-    def record_cursors(self) -> list[str]:
+    def record_cursors(self) -> list[Step]:
         return self._write_cursors(guard=None)
 
-    def _write_cursors(self, guard: exp.Expr | None) -> list[str]:
+    def _write_cursors(self, guard: exp.Expr | None) -> list[Step]:
         """This view's cursors (the pinned ends) into the commit's extra info, and their rows
         appended to the cursors log, which makes sure the commit makes a snapshot (DuckLake
         makes none when nothing changed). One INSERT: each statement costs a round trip."""
@@ -225,32 +301,32 @@ class DuckLakeEngine(Engine):
         rows = ", ".join(f"({mv}, {_lit(fqn)}, {tid}, {snap})" for fqn, tid, snap in cursors)
         where = f" WHERE {guard.sql('duckdb')}" if guard is not None else ""
         return [
-            ducklake_cursors.record(self.tgt.catalog, self.tgt.fqn, cursors),
-            f"INSERT INTO {self.tgt.cursors_fqn} (mv_name, source_table, table_id,"
-            f" last_snapshot) SELECT * FROM (VALUES {rows}){where}",
+            Sql(ducklake_cursors.record(self.tgt.catalog, self.tgt.fqn, cursors)),
+            Sql(
+                f"INSERT INTO {self.tgt.cursors_fqn} (mv_name, source_table, table_id,"
+                f" last_snapshot) SELECT * FROM (VALUES {rows}){where}"
+            ),
         ]
 
-    def pin_window(self) -> list[str]:
-        """The directive the runner pins the window for (:mod:`duckstream.ducklake_window`:
-        the catalogs' snapshot logs since the cursors, checked in Python; planning the checks
-        as SQL cost more than running them); it fails with ``duckstream: rebuild required:
+    def pin_window(self) -> list[Step]:
+        """The window to pin (:mod:`duckstream.engines.ducklake.window`: the runner reads the
+        catalogs' snapshot logs since the cursors and checks them in Python, as planning the
+        checks as SQL cost more than running them; rendered, the same checks are one SQL
+        statement); it fails with ``duckstream: rebuild required:
         ...`` when a cursor is missing or expired, or a source was altered."""
         spec = ducklake_window.WindowSpec(
             variable=self._var("window"),
             view=self.tgt.fqn,
             catalogs=self._catalogs(),
             sources=[s.fqn for s in self.sources],
+            cursors=self.tgt.cursors_fqn,
         )
-        return [spec.statement()]
+        return [PinWindow(spec)]
 
-    def advance_cursors(self) -> list[str]:
+    def advance_cursors(self) -> list[Step]:
         """Like :meth:`record_cursors`, when any source changed (else nothing is written, no
         snapshot is made, and the cursors stay where they are)."""
         return self._write_cursors(guard=self.any_changed())
-
-    def create_temp(self, name: str, query: exp.Expr) -> str:
-        self.temps.append(name)
-        return f"CREATE OR REPLACE TEMP TABLE {name} AS {query.sql(dialect='duckdb')}"
 
     def temp_table(self, name: str) -> exp.Table:
         return exp.table_(name, db="main", catalog="temp")
@@ -260,7 +336,7 @@ class DuckLakeEngine(Engine):
 
     def replace_rows(
         self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
-    ) -> list[str]:
+    ) -> list[Step]:
         match = (
             exp.and_(
                 *(
@@ -278,8 +354,8 @@ class DuckLakeEngine(Engine):
         names = ", ".join(exp.to_identifier(c, quoted=True).sql("duckdb") for c in columns)
         mv = self.tgt.fqn
         return [
-            f"DELETE FROM {mv} AS _ivm_t WHERE {gone.sql('duckdb')}",
-            f"INSERT INTO {mv} ({names}) {added.sql('duckdb')}",
+            Sql(f"DELETE FROM {mv} AS _ivm_t WHERE {gone.sql('duckdb')}"),
+            Sql(f"INSERT INTO {mv} ({names}) {added.sql('duckdb')}"),
         ]
 
     def fresh_row_ids_base(self) -> exp.Expr:

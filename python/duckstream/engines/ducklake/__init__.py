@@ -1,0 +1,1 @@
+"""DuckDB + DuckLake: the engine (SQL), the window pin, the cursors, the estimate, the runner."""

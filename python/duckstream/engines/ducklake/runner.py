@@ -1,0 +1,300 @@
+"""Run a DuckDB plan on a DuckDB connection: ``setup`` once, then ``refresh``.
+
+The runner executes the plan's steps (:mod:`duckstream.plan`), each as its plain SQL
+rendering (``IVMPlan.maintain`` and friends, SQL a user can run by hand), except one:
+``maintain``'s :class:`~duckstream.plan.PinWindow` is pinned by two reads whose rows the
+runner checks in Python (:mod:`duckstream.engines.ducklake.window`: faster than the same checks as
+SQL). These helpers also add what a program wants around them: a rollback when a statement
+fails, so the connection is usable again and the table and cursors are exactly as before.
+
+The runner only ever rolls back a transaction it opened itself. A refresh or a setup is its
+own transaction, so it refuses to start inside the caller's (DuckDB has no nested
+transactions: its ``BEGIN`` would fail and abort the caller's work), before touching anything.
+
+``refresh(con, plan, strategy="auto")`` chooses, per refresh, between incremental maintenance
+and a full rebuild, and says why: it first pins the refresh's window as ``maintain`` does,
+*estimates* its changes from DuckLake's catalog alone (:mod:`.estimate`: one query over the
+catalog's file lists, no changed row read), weighs the two paths with the cost model of
+:mod:`duckstream.refresh`, then runs either ``plan.maintain`` (apply the change feed) or
+``plan.initialize_cursors`` (pin a snapshot, rebuild the table, record the cursors: atomic,
+like ``maintain``). It returns a :class:`RefreshReport`: what was done and why. Auto also
+rebuilds, and says so, when incremental maintenance is impossible: no cursors yet, a cursor
+snapshot that was expired, a source recreated or altered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from duckstream.connection import Connection
+from duckstream.engines.ducklake import window as ducklake_window
+from duckstream.engines.ducklake.engine import render
+from duckstream.engines.ducklake.estimate import estimate
+from duckstream.errors import DuckstreamError, RebuildRequired
+from duckstream.plan import (
+    Begin,
+    Cleanup,
+    Commit,
+    IVMPlan,
+    PinSnapshot,
+    PinWindow,
+    Sql,
+    Step,
+    index_of,
+)
+from duckstream.refresh import Policy, RefreshReport, check_strategy, decide
+
+
+class TransactionOpen(DuckstreamError):
+    """The caller has a transaction open on the connection: duckstream will not run in it."""
+
+
+def in_transaction(con: Connection) -> bool:
+    """Whether a transaction is open on ``con`` (DuckDB): ``current_transaction_id()`` is the
+    same for two statements only inside one explicit transaction; in auto-commit each statement
+    is its own. A read, harmless inside the caller's transaction. (Not ``txid_current()``: with
+    a DuckLake catalog as the default database it fails an internal DuckDB assertion.)"""
+    first = con.execute("SELECT current_transaction_id()").fetchone()
+    second = con.execute("SELECT current_transaction_id()").fetchone()
+    return first == second
+
+
+def refuse_open_transaction(con: Connection, operation: str) -> None:
+    """Raise :class:`TransactionOpen` when the caller has a transaction open on ``con``; the
+    caller's transaction is left as it was, still committable."""
+    if in_transaction(con):
+        raise TransactionOpen(
+            f"duckstream: {operation} must run outside a transaction: it runs its own, and"
+            " DuckDB cannot nest them; commit or roll back yours first (it is untouched)"
+        )
+
+
+def _is(statement: str, *words: str) -> bool:
+    return statement.lstrip().upper().startswith(words)
+
+
+def run_statements(
+    con: Connection, statements: list[str] | list[Step], *, opened: bool = False
+) -> None:
+    """Run ``statements`` (plain SQL, or a plan's steps) in order.
+
+    On failure, roll back the transaction this call opened (its ``BEGIN``), or continues
+    (``opened``: an earlier call's ``BEGIN`` of the runner's), and re-raise; a statement that
+    fails outside such a transaction rolls nothing back (an open transaction is the caller's).
+    Statements after the ``COMMIT`` are clean-up (dropping temporary tables): the work is
+    ended, so their failure is a warning, not an error.
+    """
+    own = opened
+    ended = False
+    for item in statements:
+        step = Sql(item) if isinstance(item, str) else item
+        try:
+            if isinstance(step, PinWindow):
+                ducklake_window.read(con, step.spec, pin=True)
+            else:
+                for statement in render(step):
+                    con.execute(statement)
+        except Exception as error:
+            if ended or (isinstance(step, Cleanup) and not own):
+                warnings.warn(
+                    f"duckstream: clean-up after commit failed ({error}); the refresh is applied",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                continue
+            if own:
+                with contextlib.suppress(Exception):  # the transaction is gone already
+                    con.execute("ROLLBACK")
+            raise
+        text = step.statement if isinstance(step, Sql) else ""
+        if isinstance(step, Begin) or _is(text, "BEGIN"):
+            own = True
+        elif own and (isinstance(step, Commit) or _is(text, "COMMIT", "END", "ROLLBACK", "ABORT")):
+            own, ended = False, True
+
+
+def setup(con: Connection, plan: IVMPlan) -> None:
+    """Create the cursors table and the materialized view, and fill it at a pinned snapshot."""
+    refuse_open_transaction(con, "setup()")
+    run_statements(con, [*plan.steps["create_cursors_table"], *plan.steps["create_mv"]])
+    run_statements(con, plan.steps["initialize_cursors"])
+
+
+Runner = Callable[..., None]  # run_statements(con, statements, *, opened=False)
+
+
+def refresh(
+    con: Connection, plan: IVMPlan, strategy: str = "auto", policy: Policy | None = None
+) -> RefreshReport:
+    """Bring ``plan``'s table up to date with ``strategy`` and report what was done.
+
+    ``incremental`` runs ``plan.maintain`` (errors propagate, e.g. "rebuild required");
+    ``full`` runs ``plan.initialize_cursors``; ``auto`` estimates and picks one, and falls back
+    to a rebuild when the engine reports that incremental maintenance is impossible. Each is
+    one transaction of its own: inside the caller's open transaction it refuses before doing
+    anything (:func:`refuse_open_transaction`).
+    """
+    check_strategy(strategy)
+    if plan.dialect != "duckdb":
+        raise ValueError(
+            f"this refresh runs DuckDB plans; refresh a {plan.dialect} plan with"
+            " duckstream.spark.refresh(spark, plan, strategy=...)"
+        )
+    refuse_open_transaction(con, "refresh()")
+    start = time.perf_counter()
+    if strategy == "incremental":
+        run_statements(con, plan.steps["maintain"])
+        report = RefreshReport("incremental", strategy, "requested")
+    elif strategy == "full":
+        run_statements(con, plan.steps["initialize_cursors"])
+        report = RefreshReport("full", strategy, "requested")
+    else:
+        report = _auto(con, plan, policy or Policy())
+    report.elapsed = time.perf_counter() - start
+    return report
+
+
+def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
+    """Pin the window as ``maintain`` does, estimate from it, then run the rest of the chosen
+    path, all in the refresh's one transaction: one DuckLake transaction set-up and one read
+    of the snapshot log, and the estimate sees the snapshot the refresh applies. A window
+    that cannot be maintained (no cursors, an expired cursor, an altered source) is rebuilt,
+    and the report says why."""
+    pinned = begin(con, plan, "auto", policy)
+    finish(con, pinned)
+    return pinned.report
+
+
+@dataclass
+class Pinned:
+    """A refresh with its transaction open and its window pinned: the path chosen and why
+    (``report``); ``window``: ``None`` when the window cannot be maintained."""
+
+    plan: IVMPlan
+    report: RefreshReport
+    window: ducklake_window.Window | None
+
+    @property
+    def changed(self) -> bool:
+        """Whether a source changed since the cursors (or the window cannot be maintained)."""
+        return self.window is None or bool(self.window.values["changed"])
+
+
+def begin(
+    con: Connection,
+    plan: IVMPlan,
+    strategy: str = "auto",
+    policy: Policy | None = None,
+    run: Runner = run_statements,
+    *,
+    estimate_unchanged: bool = True,
+) -> Pinned:
+    """Open the refresh's transaction and pin its window (one read of the snapshot log), then
+    choose: ``auto`` estimates from the pinned window (with ``estimate_unchanged=False`` not
+    when no source changed: the report then has no estimates), ``incremental`` maintains,
+    ``full`` rebuilds; a window that cannot be maintained is rebuilt, the report says why.
+    The transaction stays open: :func:`finish` runs the chosen path to its COMMIT,
+    :func:`abandon` rolls it back. ``run`` runs statement lists."""
+    maintain = plan.steps["maintain"]
+    at = index_of(maintain, PinWindow)
+    start = time.perf_counter()
+    run(con, maintain[:at])  # BEGIN TRANSACTION, as initialize_cursors begins
+    window = None
+    try:  # the transaction is the runner's from here on: a failure rolls it back
+        window = ducklake_window.read(con, ducklake_window.spec_of(maintain), pin=True)
+        if strategy != "auto":
+            report = RefreshReport(strategy, strategy, "requested")
+        elif not estimate_unchanged and not window.values["changed"]:
+            report = RefreshReport("incremental", "auto", "no source changed")
+        else:
+            report = choose(con, plan, policy or Policy(), window)
+    except RebuildRequired as error:
+        report, window = RefreshReport("full", strategy, error.reason), None
+    except Exception:
+        abandon(con)
+        raise
+    report.estimate_seconds = time.perf_counter() - start
+    return Pinned(plan, report, window)
+
+
+def finish(
+    con: Connection,
+    pinned: Pinned,
+    *,
+    rebuild_first: Sequence[str] = (),
+    before_commit: Sequence[str] = (),
+    run: Runner = run_statements,
+) -> None:
+    """Run the rest of the path :func:`begin` chose, to its COMMIT. ``rebuild_first``: run
+    first when rebuilding (e.g. ``plan.create_mv`` to replace the table); ``before_commit``:
+    run in the transaction just before its COMMIT (e.g. a state record)."""
+    plan, window = pinned.plan, pinned.window
+    maintain, initialize = plan.steps["maintain"], plan.steps["initialize_cursors"]
+    first = [Sql(s) for s in rebuild_first]
+    rest: list[Step]
+    if pinned.report.strategy == "incremental":
+        rest = maintain[index_of(maintain, PinWindow) + 1 :]
+    elif window is None:
+        rest = [*first, *initialize[index_of(initialize, Begin) + 1 :]]
+    else:  # the pinned window serves the rebuild: same ends, and its sources' live table ids
+        rest = [*first, *initialize[index_of(initialize, PinSnapshot) + 1 :]]
+    commit = index_of(rest, Commit)
+    run(con, [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]], opened=True)
+
+
+def rebuild(
+    con: Connection,
+    plan: IVMPlan,
+    *,
+    replace: bool = True,
+    before_commit: Sequence[str] = (),
+    run: Runner = run_statements,
+) -> None:
+    """Build the table in one transaction: create the cursors table, create the table anew
+    (``replace``) or keep it, fill it at a pinned snapshot and record the cursors; run
+    ``before_commit`` just before the COMMIT."""
+    steps = plan.steps["initialize_cursors"]
+    begin, commit = index_of(steps, Begin), index_of(steps, Commit)
+    create = plan.steps["create_mv"] if replace else []
+    run(
+        con,
+        [
+            *steps[: begin + 1],
+            *plan.steps["create_cursors_table"],
+            *create,
+            *steps[begin + 1 : commit],
+            *(Sql(s) for s in before_commit),
+            *steps[commit:],
+        ],
+    )
+
+
+def abandon(con: Connection) -> None:
+    """Roll back the transaction :func:`begin` opened (nothing to do, or a failure)."""
+    with contextlib.suppress(Exception):
+        con.execute("ROLLBACK")
+
+
+# -- the estimate ------------------------------------------------------------------------
+
+
+def choose(
+    con: Connection,
+    plan: IVMPlan,
+    policy: Policy,
+    window: ducklake_window.Window | None = None,
+) -> RefreshReport:
+    """Estimate the window's changes from the catalog and decide; runs nothing else.
+    ``window``: the refresh's pinned window, read here when not given."""
+    start = time.perf_counter()
+    found = estimate(con, plan, window)
+    if isinstance(found, str):
+        report = RefreshReport("full", "auto", found)
+    else:
+        report = decide(found, policy)
+    report.estimate_seconds = time.perf_counter() - start
+    return report

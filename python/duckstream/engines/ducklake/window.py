@@ -1,0 +1,488 @@
+"""Pin a DuckLake refresh window: read the catalog's snapshot log, check it in Python.
+
+A refresh's window is, per catalog, the end snapshot it applies up to and, per source, the
+cursor it starts from, the source's table id and whether (and how) the source changed in
+between. The runner (:func:`.runner.run_statements`) pins it when it meets the
+plan's :class:`~duckstream.plan.PinWindow` step (its spec a :class:`WindowSpec`) with two
+plain reads of the catalogs' metadata (:func:`read`): each catalog's end (the
+transaction's snapshot, ``ducklake_current_snapshot``) with the view's cursors (the extra info
+of the newest commit that recorded them, :mod:`duckstream.engines.ducklake.cursors`) and the table
+id each source's name points to at that end; then each catalog's snapshot log from its oldest
+cursor to its end, with, per source, whether the catalog's file lists show data files added,
+data files dropped or delete files written in its window. :func:`window_from` checks those
+rows, and the runner sets the window variable to the literal result. This is what every
+refresh pays before it reads any change, so it is kept small on purpose:
+
+* the same checks as one SQL statement took DuckDB ~20 ms to *plan* for ~4 ms of work;
+* ``ducklake_snapshots()`` lists a catalog's whole history (~10 ms per 1,000 snapshots, and a
+  lake gains a snapshot with every commit); the log since the cursors is a few rows.
+
+A plan rendered as SQL (``IVMPlan.maintain``) pins the window with :func:`pin_sql` instead:
+one ``SET VARIABLE`` whose query reads the same metadata and applies the same rules, failing
+with ``duckstream: rebuild required: ...`` from SQL. Both are tested against recomputation.
+
+>>> spec = WindowSpec("v", "lake.main.mv", ["lake"], ["lake.main.t"])
+>>> log = {0: [(1, "inserted_into_table:5"), (2, "inlined_insert:7"), (3, "inlined_insert:5")]}
+>>> window = window_from(spec, [("lake.main.t", 5, 1)], {0: 3}, log)
+>>> window.sources["lake.main.t"], window.values["changed_0"], window.kinds["lake.main.t"]
+((5, 1, 3), True, frozenset({'inlined_insert'}))
+>>> window.values["inserts_0"], window.values["deletes_0"]
+(True, False)
+
+A view follows the tables it was built from, by table id: when a source's name points to
+another table at the end (renamed away and replaced, two tables swapped) or to none, the
+window cannot be maintained.
+
+>>> try:
+...     window_from(spec, [("lake.main.t", 5, 1)], {0: 3}, log, tables={"lake.main.t": 9})
+... except RebuildRequired as error:
+...     print(error.reason)
+source lake.main.t was renamed, dropped or recreated (table id 5, now 9)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from duckstream.connection import literal as _lit
+from duckstream.engines.ducklake import cursors as ducklake_cursors
+from duckstream.errors import RebuildRequired
+from duckstream.plan import PinWindow
+
+# Change kinds of DuckLake's snapshot log (``changes_made``) that only add rows, or only remove
+# rows. A window whose log lists only one of them for a source may skip reading the other half
+# of its change feed -- but only when the catalog's file lists agree (:func:`window_from`):
+# reading the deletions of a table that has any delete file costs a metadata query that grows
+# with its delete files (~25 ms with one, ~100 ms with 200 in DuckDB 1.5.5) even when the window
+# deleted nothing, and an append-only window is the common one.
+INSERT_KINDS = frozenset({"inserted_into_table", "inlined_insert"})
+DELETE_KINDS = frozenset({"deleted_from_table", "inlined_delete"})
+ALTER_KINDS = frozenset({"altered_table", "dropped_table"})
+
+# One item of ``changes_made``: ``kind:target``, the target a number (a table id) or quoted
+# names, which may hold commas (``created_table:"main"."a,b"``).
+_ITEM = re.compile(r'([a-z_]+):((?:"(?:[^"]|"")*"\.?)+|[^,]*)(?:,|$)')
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """What the runner needs to pin one view's window: the session variable to set, the view
+    (whose catalog's snapshot log holds its cursors), the catalogs read (in the order of the
+    ``end_<k>`` fields) and the sources (in the order of their ``<field>_<i>`` fields)."""
+
+    variable: str
+    view: str
+    catalogs: list[str]
+    sources: list[str]
+    # The view's append-only cursors log (``catalog.schema.table``), read only to say why a
+    # window has no cursors (:func:`read`); empty when unknown.
+    cursors: str = ""
+
+
+@dataclass
+class Window:
+    """A pinned window: the fields of the window variable, and per source the kinds of change
+    (``inserted_into_table``, ``inlined_delete``, ...) its window holds and its bounds. The
+    kinds are those of the snapshot log, plus ``inserted_into_table`` / ``deleted_from_table``
+    when the catalog's file lists show data files added / rows deleted that the log did not
+    list (see :func:`window_from`)."""
+
+    variable: str
+    values: dict[str, Any]
+    kinds: dict[str, frozenset[str]] = field(default_factory=dict)
+    sources: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # id, cursor, end
+    snapshots: dict[str, frozenset[int]] = field(default_factory=dict)  # that changed a source
+
+
+def changed_tables(changes_made: str | None) -> list[tuple[str, str]]:
+    """The ``(kind, target)`` items of a snapshot's ``changes_made``.
+
+    >>> changed_tables('created_table:"main"."a,b",inserted_into_table:12')
+    [('created_table', '"main"."a,b"'), ('inserted_into_table', '12')]
+    """
+    items, at, text = [], 0, changes_made or ""
+    while at < len(text):
+        match = _ITEM.match(text, at)
+        if match is None or match.end() == at:  # a shape DuckLake does not write
+            raise ValueError(f"unreadable DuckLake changes_made: {text!r}")
+        items.append((match.group(1), match.group(2)))
+        at = match.end()
+    return items
+
+
+def window_from(
+    spec: WindowSpec,
+    cursors: list[tuple[str, int, int]],
+    ends: dict[int, int],
+    log: dict[int, list[tuple[int, str | None]]],
+    tables: dict[str, int | None] | None = None,
+    files: dict[str, tuple[bool, bool]] | None = None,
+) -> Window:
+    """The window; or :class:`RebuildRequired`.
+
+    ``cursors``: the view's recorded cursors ``(source, table id, snapshot)``; ``ends``: each
+    catalog's end snapshot (by its index in ``spec.catalogs``); ``log``: per catalog, the
+    snapshots ``(snapshot_id, changes_made)`` from its oldest cursor to its end; ``tables``:
+    the table id each source's name points to at its catalog's end (``None``: no table);
+    ``files``: per source, whether the catalog's file lists show, in ``(cursor, end]``, data
+    files added, and data files dropped or delete files written (``None``: not read).
+
+    The rules: there must be exactly one cursor per source, and each cursor's snapshot must
+    still be in the log (else it was expired); each source's name must still point to the
+    table id of its cursor (else it was renamed away, dropped or replaced, and the feed read
+    by name would be another table's). A source *changed* when a snapshot in ``(cursor, end]``
+    lists its table id under any kind of change, or its file lists changed; it was *altered*
+    (a rebuild is required) under ``altered_table`` / ``dropped_table``. It has *inserts*
+    unless every listed kind only removes rows and no data file was added; *deletes* unless
+    every listed kind only adds rows and no data file was dropped and no delete file written.
+    The log alone is not proof: a transaction that inserts rows and then updates or deletes
+    some of them is listed as ``inserted_into_table`` only, while its delete file (and the
+    deletions feed) holds the removed rows.
+    """
+    cursors = [c for c in cursors if c[0] in spec.sources]
+    recorded = {source: (table_id, snapshot) for source, table_id, snapshot in cursors}
+    if spec.sources and not cursors:
+        raise RebuildRequired("no cursors recorded (the view was never built)")
+    if len(cursors) != len(spec.sources) or len(recorded) != len(spec.sources):
+        raise RebuildRequired("no single cursor for every source (initialize the view)")
+    window: dict[str, Any] = {f"end_{k}": ends[k] for k in range(len(spec.catalogs))}
+    window["changed"] = False
+    all_kinds: dict[str, frozenset[str]] = {}
+    bounds: dict[str, tuple[int, int, int]] = {}
+    snapshots_of: dict[str, frozenset[int]] = {}
+    expired, altered, moved = [], [], []
+    for i, source in enumerate(spec.sources):
+        table_id, cursor = recorded[source]
+        k = spec.catalogs.index(source.split(".", 1)[0])
+        snapshots = log.get(k, [])
+        if all(snapshot_id != cursor for snapshot_id, _ in snapshots):
+            expired.append((source, cursor))
+        if tables is not None and tables.get(source) != table_id:
+            moved.append((source, table_id, tables.get(source)))
+        kinds = {
+            kind
+            for snapshot_id, changes_made in snapshots
+            if cursor < snapshot_id <= ends[k]
+            for kind, target in changed_tables(changes_made)
+            if target == str(table_id)
+        }
+        snapshots_of[source] = frozenset(
+            snapshot_id
+            for snapshot_id, changes_made in snapshots
+            if cursor < snapshot_id <= ends[k]
+            and any(target == str(table_id) for _, target in changed_tables(changes_made))
+        )
+        if kinds & ALTER_KINDS:
+            altered.append(source)
+        added, removed = (files or {}).get(source, (False, False))
+        if added and not kinds - DELETE_KINDS:
+            kinds.add("inserted_into_table")
+        if removed and not kinds - INSERT_KINDS:
+            kinds.add("deleted_from_table")
+        all_kinds[source] = frozenset(kinds)
+        bounds[source] = (table_id, cursor, ends[k])
+        window |= {
+            f"cursor_{i}": cursor,
+            f"table_id_{i}": table_id,
+            f"changed_{i}": bool(kinds),
+            f"inserts_{i}": bool(kinds - DELETE_KINDS),
+            f"deletes_{i}": bool(kinds - INSERT_KINDS),
+        }
+        window["changed"] = window["changed"] or bool(kinds)
+    if expired:
+        source, cursor = min(expired)
+        raise RebuildRequired(f"the cursor snapshot {cursor} of {source} was expired")
+    if altered:
+        raise RebuildRequired(f"source {min(altered)} was altered or recreated")
+    if moved:  # a rename is logged under the new name only: the table ids tell
+        source, was, now = min(moved, key=lambda m: m[0])
+        now = "no table" if now is None else now
+        raise RebuildRequired(
+            f"source {source} was renamed, dropped or recreated (table id {was}, now {now})"
+        )
+    return Window(spec.variable, window, all_kinds, bounds, snapshots_of)
+
+
+def read(con: Any, spec: WindowSpec, *, pin: bool = False) -> Window:
+    """The window of ``spec`` on ``con``; with ``pin``, also set its variable (inside the
+    refresh's transaction, before the statements that use it)."""
+    view_catalog = spec.view.split(".", 1)[0]
+    current = {c: f"(SELECT id FROM ducklake_current_snapshot({_lit(c)}))" for c in spec.catalogs}
+    # 1. each catalog's end, the view's newest cursors no newer than its catalog's end, and
+    #    the table id each source's name points to at that end
+    newest = ducklake_cursors.newest_query(view_catalog, spec.view, until=current[view_catalog])
+    first = " UNION ALL ".join(
+        [
+            *(
+                f"SELECT 'end' AS row_kind, {k} AS n,"
+                f" CAST({current[c]} AS BIGINT) AS snapshot_id, NULL AS info"
+                for k, c in enumerate(spec.catalogs)
+            ),
+            f"SELECT 'cursors', NULL, * FROM ({newest})",
+            *_table_ids(spec),
+        ]
+    )
+    ends: dict[int, int] = {}
+    cursors: list[tuple[str, int, int]] = []
+    tables: dict[str, int | None] = dict.fromkeys(spec.sources)
+    for row_kind, n, value, info in con.execute(first).fetchall():
+        if row_kind == "cursors":
+            cursors = ducklake_cursors.parse(info)
+        elif row_kind == "end":
+            ends[n] = int(value)
+        elif value is not None:
+            tables[spec.sources[n]] = int(value)
+    if spec.sources and not any(source in spec.sources for source, _, _ in cursors):
+        _no_cursors(con, spec)
+    # 2. each catalog's snapshot log from its oldest cursor to its end, and per source whether
+    #    its file lists changed in its window
+    since = dict(ends)
+    bounds: dict[int, list[tuple[int, int, int]]] = {k: [] for k in ends}
+    for source, table_id, snapshot in cursors:
+        if source in spec.sources:
+            k = spec.catalogs.index(source.split(".", 1)[0])
+            since[k] = min(since[k], snapshot)
+            bounds[k].append((spec.sources.index(source), table_id, snapshot))
+    second = []
+    for k, meta in enumerate(map(ducklake_cursors.metadata_database, spec.catalogs)):
+        second.append(
+            f"SELECT {k} AS catalog, s.snapshot_id, c.changes_made, NULL AS source,"
+            " NULL AS added, NULL AS removed"
+            f" FROM {meta}.ducklake_snapshot AS s"
+            f" LEFT JOIN {meta}.ducklake_snapshot_changes AS c USING (snapshot_id)"
+            f" WHERE s.snapshot_id >= {since[k]} AND s.snapshot_id <= {ends[k]}"
+        )
+        if bounds[k]:
+            second.append(_file_changes(k, meta, bounds[k], ends[k]))
+    log: dict[int, list[tuple[int, str | None]]] = {k: [] for k in ends}
+    files: dict[str, tuple[bool, bool]] = {}
+    for catalog, snapshot_id, changes_made, n, added, removed in con.execute(
+        " UNION ALL ".join(second)
+    ).fetchall():
+        if n is None:
+            log[catalog].append((int(snapshot_id), changes_made))
+        else:
+            files[spec.sources[n]] = (bool(added), bool(removed))
+    window = window_from(spec, cursors, ends, log, tables, files)
+    if pin:
+        con.execute(set_window(spec.variable, window.values))
+    return window
+
+
+_CURSORS_TYPE = '{"cursors": [{"source": "VARCHAR", "table_id": "BIGINT", "snapshot": "BIGINT"}]}'
+
+
+def pin_sql(spec: WindowSpec) -> str:
+    """The window pin as one plain statement: ``SET VARIABLE <variable> = (SELECT CASE WHEN
+    <a rule is broken> THEN error('duckstream: rebuild required: ...') ... ELSE
+    struct_pack(<the window>) END ...)``, reading the metadata :func:`read` reads and
+    applying :func:`window_from`'s rules (slower to plan than the runner's path, same
+    result)."""
+    rebuild = _lit(RebuildRequired.PREFIX)
+    ends = " UNION ALL ".join(
+        f"SELECT {k} AS k, CAST(id AS BIGINT) AS e FROM ducklake_current_snapshot({_lit(c)})"
+        for k, c in enumerate(spec.catalogs)
+    )
+    view_k = spec.catalogs.index(spec.view.split(".", 1)[0])
+    newest = ducklake_cursors.newest_query(
+        spec.catalogs[view_k], spec.view, until=f"(SELECT e FROM _ivm_ends WHERE k = {view_k})"
+    )
+    end_fields = [f"end_{k} := e.end_{k}" for k in range(len(spec.catalogs))]
+    end_cols = ", ".join(
+        f"max(e) FILTER (WHERE k = {k}) AS end_{k}" for k in range(len(spec.catalogs))
+    )
+    if not spec.sources:
+        return (
+            f"SET VARIABLE {spec.variable} = (WITH _ivm_ends AS MATERIALIZED ({ends})"
+            f" SELECT struct_pack({', '.join([*end_fields, 'changed := false'])})"
+            f" FROM (SELECT {end_cols} FROM _ivm_ends) AS e)"
+        )
+    rows = []
+    for i, source in enumerate(spec.sources):
+        catalog, schema, name = source.split(".", 2)
+        k = spec.catalogs.index(catalog)
+        meta = ducklake_cursors.metadata_database(catalog)
+        end = f"(SELECT e FROM _ivm_ends WHERE k = {k})"
+
+        def within(column: str, end: str = end) -> str:
+            return f"{column} > c.cursor AND {column} <= {end}"
+
+        items = (
+            "SELECT regexp_extract(item, '^([a-z_]+):', 1) AS kind,"
+            " regexp_extract(item, '^[a-z_]+:([^,]*)', 1) AS target FROM (SELECT"
+            f" unnest(regexp_extract_all(coalesce(x.changes_made, ''), {_lit(_ITEM.pattern)}))"
+            f" AS item FROM {meta}.ducklake_snapshot_changes AS x"
+            f" WHERE {within('x.snapshot_id')})"
+        )
+        rows.append(
+            f"SELECT {i} AS n, c.source, c.cursor, c.table_id,"
+            f" (SELECT max(t.table_id) FROM {meta}.ducklake_schema AS s"
+            f" JOIN {meta}.ducklake_table AS t ON t.schema_id = s.schema_id"
+            " AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+            f" WHERE lower(s.schema_name) = lower({_lit(schema)})"
+            f" AND lower(t.table_name) = lower({_lit(name)})) AS now_id,"
+            f" EXISTS (SELECT 1 FROM {meta}.ducklake_snapshot AS y"
+            f" WHERE y.snapshot_id = c.cursor AND y.snapshot_id <= {end}) AS present,"
+            f" coalesce((SELECT list(DISTINCT kind) FROM ({items}) AS z"
+            " WHERE target = CAST(c.table_id AS VARCHAR)), []) AS kinds,"
+            f" EXISTS (SELECT 1 FROM {meta}.ducklake_data_file AS f"
+            f" WHERE f.table_id = c.table_id AND {within('f.begin_snapshot')})"
+            " AS added,"
+            f" EXISTS (SELECT 1 FROM {meta}.ducklake_data_file AS f"
+            f" WHERE f.table_id = c.table_id AND {within('f.end_snapshot')})"
+            f" OR EXISTS (SELECT 1 FROM {meta}.ducklake_delete_file AS f"
+            f" WHERE f.table_id = c.table_id AND {within('f.begin_snapshot')})"
+            " AS removed"
+            f" FROM _ivm_cursors AS c WHERE c.source = {_lit(source)}"
+        )
+
+    def kinds_in(kinds: frozenset[str]) -> str:
+        return "[" + ", ".join(_lit(k) for k in sorted(kinds)) + "]"
+
+    flags = (
+        "SELECT *, len(kinds) > 0 OR added OR removed AS changed,"
+        f" len(list_filter(kinds, x -> NOT list_contains({kinds_in(DELETE_KINDS)}, x))) > 0"
+        " OR added AS inserts,"
+        f" len(list_filter(kinds, x -> NOT list_contains({kinds_in(INSERT_KINDS)}, x))) > 0"
+        " OR removed AS deletes,"
+        f" list_has_any(kinds, {kinds_in(ALTER_KINDS)}) AS altered FROM ("
+        + " UNION ALL ".join(rows)
+        + ")"
+    )
+    fields, columns = [*end_fields, "changed := w.changed"], []
+    for i in range(len(spec.sources)):
+        for name in ("cursor", "table_id", "changed", "inserts", "deletes"):
+            fields.append(f"{name}_{i} := w.{name}_{i}")
+            columns.append(f"max({name}) FILTER (WHERE n = {i}) AS {name}_{i}")
+    n = len(spec.sources)
+    wanted = ", ".join(_lit(s) for s in spec.sources)
+    moved = (
+        "min(source || ' was renamed, dropped or recreated (table id ' || table_id || ', now '"
+        " || coalesce(CAST(now_id AS VARCHAR), 'no table') || ')')"
+        " FILTER (WHERE now_id IS DISTINCT FROM table_id)"
+    )
+    return (
+        f"SET VARIABLE {spec.variable} = (WITH _ivm_ends AS MATERIALIZED ({ends}),"
+        " _ivm_cursors AS MATERIALIZED (SELECT u.c.source AS source,"
+        " u.c.table_id AS table_id, u.c.snapshot AS cursor FROM (SELECT"
+        f" unnest(from_json(commit_extra_info, {_lit(_CURSORS_TYPE)}).cursors) AS c"
+        f" FROM ({newest})) AS u WHERE u.c.source IN ({wanted})),"
+        f" _ivm_window AS MATERIALIZED ({flags})"
+        " SELECT CASE"
+        f" WHEN k.n = 0 THEN error({rebuild} || 'no cursors recorded (the view was never"
+        " built, or the commit that recorded its cursors was expired)')"
+        f" WHEN k.n <> {n} OR k.d <> {n}"
+        f" THEN error({rebuild} || 'no single cursor for every source (initialize the view)')"
+        " WHEN w.expired IS NOT NULL"
+        f" THEN error({rebuild} || 'the cursor snapshot ' || w.expired || ' was expired')"
+        " WHEN w.altered IS NOT NULL"
+        f" THEN error({rebuild} || 'source ' || w.altered || ' was altered or recreated')"
+        f" WHEN w.moved IS NOT NULL THEN error({rebuild} || 'source ' || w.moved)"
+        f" ELSE struct_pack({', '.join(fields)}) END"
+        " FROM (SELECT count(*) AS n, count(DISTINCT source) AS d FROM _ivm_cursors) AS k,"
+        f" (SELECT {end_cols} FROM _ivm_ends) AS e,"
+        " (SELECT arg_min(cursor || ' of ' || source, source) FILTER (WHERE NOT present)"
+        " AS expired,"
+        " min(source) FILTER (WHERE altered) AS altered,"
+        f" {moved} AS moved, coalesce(bool_or(changed), false) AS changed,"
+        f" {', '.join(columns)} FROM _ivm_window) AS w)"
+    )
+
+
+def _table_ids(spec: WindowSpec) -> list[str]:
+    """Per catalog, a query of ``('table', source index, table id)``: the table each source's
+    name points to now (no row: none), read inside the refresh's transaction, so at the same
+    snapshot as its end. Names are matched without regard to case, as DuckDB resolves them
+    (DuckLake keeps the case they were created with)."""
+    queries = []
+    for catalog in spec.catalogs:
+        wanted = [
+            f"({i}, {_lit(schema)}, {_lit(name)})"
+            for i, (c, schema, name) in enumerate(s.split(".", 2) for s in spec.sources)
+            if c == catalog
+        ]
+        if not wanted:
+            continue
+        meta = ducklake_cursors.metadata_database(catalog)
+        queries.append(
+            "SELECT 'table', v.n, t.table_id, NULL"
+            f" FROM (VALUES {', '.join(wanted)}) AS v(n, schema_name, table_name)"
+            f" JOIN {meta}.ducklake_schema AS s ON lower(s.schema_name) = lower(v.schema_name)"
+            " AND s.end_snapshot IS NULL"
+            f" JOIN {meta}.ducklake_table AS t ON t.schema_id = s.schema_id"
+            " AND lower(t.table_name) = lower(v.table_name) AND t.end_snapshot IS NULL"
+        )
+    return queries
+
+
+def _file_changes(k: int, meta: str, bounds: list[tuple[int, int, int]], end: int) -> str:
+    """Per source ``(index, table id, cursor)`` of catalog ``k``: whether its window added data
+    files (``added``), and dropped data files or wrote delete files (``removed``): the places
+    DuckLake's insertions and deletions feeds read rows from, besides inlined rows (small
+    changes kept in the catalog, always listed in the snapshot log: DuckLake nets a
+    transaction's inlined inserts and deletes before it commits). One grouped read of the
+    file lists (correlated EXISTS per source cost ~1 ms each to plan)."""
+    values = ", ".join(f"({n}, {table_id}, {cursor})" for n, table_id, cursor in bounds)
+    ids = ", ".join(sorted({str(table_id) for _, table_id, _ in bounds}))
+    return (
+        f"SELECT {k}, NULL, NULL, w.n,"
+        " coalesce(max(x.added) > w.cursor, false), coalesce(max(x.removed) > w.cursor, false)"
+        f" FROM (VALUES {values}) AS w(n, table_id, cursor) LEFT JOIN ("
+        " SELECT table_id, begin_snapshot AS added,"
+        f" CASE WHEN end_snapshot <= {end} THEN end_snapshot END AS removed"
+        f" FROM {meta}.ducklake_data_file WHERE table_id IN ({ids}) AND begin_snapshot <= {end}"
+        " UNION ALL SELECT table_id, NULL, begin_snapshot"
+        f" FROM {meta}.ducklake_delete_file WHERE table_id IN ({ids}) AND begin_snapshot <= {end}"
+        ") AS x USING (table_id) GROUP BY w.n, w.cursor"
+    )
+
+
+def _no_cursors(con: Any, spec: WindowSpec) -> None:
+    """Raise why a view has no cursor commit: it was never built, or the commit that
+    recorded its cursors was expired (``ducklake_expire_snapshots``). The view's append-only
+    cursors log keeps every cursor it recorded; reading it costs a table scan, paid only
+    here, on the way to a rebuild."""
+    last: list[tuple[str, int]] = []
+    # A failed statement would abort the refresh's transaction: look the log up first.
+    parts = spec.cursors.split(".")
+    exists = (
+        len(parts) == 3
+        and con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE lower(database_name) = lower(?)"
+            " AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
+            parts,
+        ).fetchone()[0]
+    )
+    if exists:
+        mv_name = spec.view.rsplit(".", 1)[-1]
+        last = con.execute(
+            f"SELECT source_table, max(last_snapshot) FROM {spec.cursors}"
+            f" WHERE mv_name = {_lit(mv_name)} GROUP BY source_table"
+        ).fetchall()
+    last = [(source, int(snapshot)) for source, snapshot in last if source in spec.sources]
+    if last:
+        source, snapshot = min(last, key=lambda c: (c[1], c[0]))
+        raise RebuildRequired(
+            f"the cursor snapshot {snapshot} of {source} was expired (the commit that"
+            " recorded the view's cursors is gone)"
+        )
+    raise RebuildRequired("no cursors recorded (the view was never built)")
+
+
+def set_window(variable: str, window: dict[str, Any]) -> str:
+    """``SET VARIABLE`` to the window as a literal struct (integers as BIGINT)."""
+    fields = ", ".join(f"{name} := {_value(value)}" for name, value in window.items())
+    return f"SET VARIABLE {variable} = struct_pack({fields})"
+
+
+def spec_of(steps: list[Any]) -> WindowSpec:
+    """The window spec of the :class:`~duckstream.plan.PinWindow` step among ``steps``."""
+    return next(s.spec for s in steps if isinstance(s, PinWindow))
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"CAST({int(value)} AS BIGINT)"
