@@ -50,7 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         help="scale factors (default 0.1 and 1, and 3 with 8 GiB of memory or more)",
     )
     parser.add_argument(
-        "--queries", type=int, nargs="+", default=list(SUPPORTED), choices=SUPPORTED
+        "--queries",
+        nargs="+",
+        default=list(SUPPORTED),
+        choices=SUPPORTED,
+        help="TPC-H query numbers; 13_inner: Q13 with an inner join (default: all)",
     )
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument("--reps", type=int, default=3, help="repetitions (medians are reported)")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from bench.run import SCALING, WORKLOADS, Batch, Results, Run
+from bench.run import SCALING, WORKLOADS, Batch, Results, Run, query_order
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Row:
 
     sf: float
     workload: str
-    query: int
+    query: str
     reps: int
     auto_strategy: str
     auto_reason: str
@@ -55,7 +55,7 @@ def _median(values: Sequence[float]) -> float:
 
 
 def summarize(runs: Sequence[Run]) -> list[Row]:
-    groups: dict[tuple[float, str, int], list[Run]] = defaultdict(list)
+    groups: dict[tuple[float, str, str], list[Run]] = defaultdict(list)
     for run in runs:
         groups[(run.sf, run.workload, run.query)].append(run)
     rows = []
@@ -88,7 +88,7 @@ def summarize(runs: Sequence[Run]) -> list[Row]:
                 equal=all(r.equal for r in group),
             )
         )
-    return sorted(rows, key=lambda r: (r.sf, r.workload, r.query))
+    return sorted(rows, key=lambda r: (r.sf, r.workload, query_order(r.query)))
 
 
 def geomean(values: Sequence[float]) -> float:
@@ -140,7 +140,7 @@ def scaling_pairs(rows: Sequence[Row]) -> dict[str, list[tuple[Row, Row]]]:
     the same absolute change (the ``@sf<reference>`` variants against the reference SF)."""
     regular = {(r.sf, r.workload, r.query): r for r in rows if "@sf" not in r.workload}
     pairs: dict[str, list[tuple[Row, Row]]] = defaultdict(list)
-    for r in sorted(rows, key=lambda r: (r.sf, r.workload, r.query)):
+    for r in sorted(rows, key=lambda r: (r.sf, r.workload, query_order(r.query))):
         name, _, size = r.workload.partition("@sf")
         other = regular.get((float(size), name, r.query)) if size else None
         if other is None:
@@ -354,6 +354,7 @@ def read_json(path: Path) -> tuple[Results, dict]:
     for raw in payload["runs"]:
         for key in ("auto", "incremental", "full", "recompute", "floor"):
             raw[key] = Sample(**raw[key])
+        raw["query"] = str(raw["query"])  # results written before views had names
         runs.append(Run(**raw))
     batches = []
     for raw in payload["batches"]:

@@ -39,9 +39,19 @@ from duckstream.runtime import setup
 from duckstream.testing.differential import as_multiset, multiset_diff
 from duckstream.testing.ducklake import current_snapshot
 from duckstream.testing.tpch import WORKLOADS as GENERATORS
-from duckstream.testing.tpch import tpch_query, tpch_schema
+from duckstream.testing.tpch import tpch_schema, tpch_view
 
-SUPPORTED = (1, 3, 5, 6, 7, 8, 9, 10, 12, 14, 19)
+# TPC-H query numbers (``tpch_view``); ``13_inner`` is Q13 with its LEFT OUTER JOIN made inner,
+# to set the outer join's refresh cost against the inner join's.
+SUPPORTED = ("1", "3", "5", "6", "7", "8", "9", "10", "12", "13", "13_inner", "14", "19")
+
+
+def query_order(query: str) -> tuple[int, str]:
+    """Sort key of a benchmark view's name: by query number, a variant after its query."""
+    number, _, variant = query.partition("_")
+    return int(number), variant
+
+
 LAKE = lakes.LAKE
 
 
@@ -99,7 +109,7 @@ class Run:
 
     sf: float
     workload: str  # Workload.key
-    query: int
+    query: str
     rep: int
     auto_strategy: str
     auto_reason: str
@@ -117,17 +127,17 @@ class Run:
 @dataclass
 class Config:
     sfs: Sequence[float]
-    queries: Sequence[int] = SUPPORTED
+    queries: Sequence[str] = SUPPORTED
     workloads: Sequence[str] = tuple(WORKLOADS)
     reps: int = 3
     scaling: bool = True
     cache: Path = lakes.CACHE
 
 
-def compile_views(queries: Sequence[int]) -> dict[int, IVMPlan]:
+def compile_views(queries: Sequence[str]) -> dict[str, IVMPlan]:
     return {
         q: compile_ivm(
-            tpch_query(q),
+            tpch_view(q),
             mv_name=f"mv_q{q}",
             mv_catalog=LAKE,
             mv_schema="main",
@@ -156,8 +166,8 @@ def plan_workloads(config: Config) -> list[tuple[float, Workload]]:
     return pairs
 
 
-def _used_columns(con: duckdb.DuckDBPyConnection, query: int, table: str) -> list[str]:
-    names = {c.name.lower() for c in sqlglot.parse_one(tpch_query(query)).find_all(exp.Column)}
+def _used_columns(con: duckdb.DuckDBPyConnection, query: str, table: str) -> list[str]:
+    names = {c.name.lower() for c in sqlglot.parse_one(tpch_view(query)).find_all(exp.Column)}
     columns = [
         r[0]
         for r in con.execute(
@@ -170,7 +180,7 @@ def _used_columns(con: duckdb.DuckDBPyConnection, query: int, table: str) -> lis
 
 
 def floor_statements(
-    con: duckdb.DuckDBPyConnection, query: int, plan: IVMPlan, batch: Batch
+    con: duckdb.DuckDBPyConnection, query: str, plan: IVMPlan, batch: Batch
 ) -> list[str]:
     """Read the batch's changed rows of the query's touched sources (used columns only)."""
     statements = []
@@ -185,7 +195,7 @@ def floor_statements(
     return statements
 
 
-def _mv_rows_written(con: duckdb.DuckDBPyConnection, query: int, start: int, end: int) -> int:
+def _mv_rows_written(con: duckdb.DuckDBPyConnection, query: str, start: int, end: int) -> int:
     if end <= start:
         return 0
     args = f"'{LAKE}', 'main', 'mv_q{query}', {start + 1}, {end}"
@@ -216,13 +226,13 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:
     return con.execute(sql).fetchall()
 
 
-def _warm(con: duckdb.DuckDBPyConnection, query: int) -> None:
+def _warm(con: duckdb.DuckDBPyConnection, query: str) -> None:
     """Run the query once, untimed, so every measured operation starts with its sources in
     the OS page cache and DuckDB's caches, whichever operation comes first."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE bench_warm AS {tpch_query(query)}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE bench_warm AS {tpch_view(query)}")
 
 
-def prepare_views(template: Path, target: Path, plans: dict[int, IVMPlan]) -> Path:
+def prepare_views(template: Path, target: Path, plans: dict[str, IVMPlan]) -> Path:
     lakes.copy_lake(template, target)
     con = lakes.connect(target)
     try:
@@ -250,19 +260,19 @@ def measure_rep(
     batch_dir: Path,
     work: Path,
     batch: Batch,
-    plans: dict[int, IVMPlan],
+    plans: dict[str, IVMPlan],
     rep: int,
     log: Callable[[str], None],
 ) -> list[Run]:
     """Both passes of one repetition over every query (see the module docstring)."""
-    first: dict[int, dict] = {}
-    expected: dict[int, Counter] = {}
+    first: dict[str, dict] = {}
+    expected: dict[str, Counter] = {}
     with _lake(batch_dir, work / "pass-a") as con:
         for q, plan in plans.items():
             _warm(con, q)
             report, auto = measure(lambda plan=plan: refresh(con, plan, "auto"))
             recompute_table = f"{LAKE}.main.bench_recompute_q{q}"
-            ctas = f"CREATE OR REPLACE TABLE {recompute_table} AS {tpch_query(q)}"
+            ctas = f"CREATE OR REPLACE TABLE {recompute_table} AS {tpch_view(q)}"
             _, recompute = measure(lambda ctas=ctas: con.execute(ctas))
             expected[q] = as_multiset(_rows(con, f"SELECT * FROM {recompute_table}"))
             equal = as_multiset(_rows(con, plan.query_mv)) == expected[q]
@@ -305,7 +315,7 @@ def measure_rep(
             )
             runs.append(run)
             log(
-                f"  q{q:<2} auto {run.auto.ms:7.0f} ms ({run.auto_strategy:<11})"
+                f"  q{q:<8} auto {run.auto.ms:7.0f} ms ({run.auto_strategy:<11})"
                 f" incr {run.incremental.ms:7.0f}  full {run.full.ms:7.0f}"
                 f"  recompute {run.recompute.ms:7.0f}  floor {run.floor.ms:6.0f}"
                 f"  {'equal' if run.equal else 'DIFFERENT'}"

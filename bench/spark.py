@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from bench.run import SUPPORTED
+from bench.run import SUPPORTED, query_order
 from duckstream import UnsupportedSQLError, compile_ivm
 from duckstream.plan import IVMPlan
 from duckstream.testing.differential import as_multiset, multiset_diff
 from duckstream.testing.ducklake import load_extension
 from duckstream.testing.spark_harness import to_spark
-from duckstream.testing.tpch import TABLES, tpch_query
+from duckstream.testing.tpch import TABLES, tpch_view
 from duckstream.testing.tpch import WORKLOADS as GENERATORS
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ ENVIRONMENT_KEYS = ("command", "date", "spark", "cpus", "load", "reps")
 class Row:
     sf: float
     workload: str
-    query: int
+    query: str
     auto: list[float] = field(default_factory=list)
     incremental: list[float] = field(default_factory=list)
     recompute: list[float] = field(default_factory=list)
@@ -96,7 +96,7 @@ class Row:
 @dataclass
 class Results:
     rows: list[Row] = field(default_factory=list)
-    refused: dict[int, str] = field(default_factory=dict)  # query -> why Spark refuses it
+    refused: dict[str, str] = field(default_factory=dict)  # query -> why Spark refuses it
 
 
 @dataclass
@@ -193,13 +193,13 @@ def roll_back(spark: SparkSession, namespace: str, windows: dict[str, tuple[int,
         spark.sql(f"CALL lake.system.rollback_to_snapshot('{namespace}.{table}', {before})")
 
 
-def compile_views(namespace: str, queries: list[int]) -> tuple[dict[int, IVMPlan], dict[int, str]]:
+def compile_views(namespace: str, queries: list[str]) -> tuple[dict[str, IVMPlan], dict[str, str]]:
     """The plans of the queries the Spark engine maintains, and why it refuses the others."""
     plans, refused = {}, {}
     for q in queries:
         try:
             plans[q] = compile_ivm(
-                to_spark(tpch_query(q)),
+                to_spark(tpch_view(q)),
                 dialect="spark",
                 mv_name=f"mv_q{q}",
                 mv_catalog="lake",
@@ -219,7 +219,7 @@ def _timed(action: Callable[[], object]) -> float:
 def measure(
     spark: SparkSession,
     namespace: str,
-    plans: dict[int, IVMPlan],
+    plans: dict[str, IVMPlan],
     windows: dict[str, tuple[int, int]],
     sf: float,
     workload: str,
@@ -230,12 +230,12 @@ def measure(
     for q, plan in plans.items():
         row = Row(sf, workload, q)
         spark.sql(f"USE lake.{namespace}")
-        spark.sql(to_spark(tpch_query(q))).collect()  # warm: file listings, JIT
+        spark.sql(to_spark(tpch_view(q))).collect()  # warm: file listings, JIT
         for _ in range(reps):
             _repetition(spark, namespace, plan, row, log)
         row.floor = _floor(spark, namespace, plan, windows)
         log(
-            f"  q{q:<2} auto {statistics.median(row.auto):8,.0f} ms ({row.picked[0]:<11}"
+            f"  q{q:<8} auto {statistics.median(row.auto):8,.0f} ms ({row.picked[0]:<11}"
             f" estimate {statistics.median(row.estimate):5,.0f})"
             f"  incremental {statistics.median(row.incremental):8,.0f}"
             f"  recompute {statistics.median(row.recompute):8,.0f}  floor {row.floor:6,.0f}"
@@ -253,7 +253,7 @@ def _repetition(
     from duckstream.spark import refresh
 
     table = f"lake.{namespace}.bench_recompute_q{row.query}"
-    recompute = f"CREATE OR REPLACE TABLE {table} AS {to_spark(tpch_query(row.query))}"
+    recompute = f"CREATE OR REPLACE TABLE {table} AS {to_spark(tpch_view(row.query))}"
     row.recompute.append(_timed(lambda: spark.sql(recompute)))
     expected = as_multiset([tuple(r) for r in spark.table(table).collect()])
     start = _snapshot(spark, plan.mv_table)
@@ -320,7 +320,7 @@ def markdown(results: Results, environment: dict[str, str]) -> str:
         " repetition.",
         "",
     ]
-    for q, why in sorted(results.refused.items()):
+    for q, why in sorted(results.refused.items(), key=lambda item: query_order(item[0])):
         lines.append(f"Q{q} is not in the tables: the Spark engine refuses it ({why}).")
     if results.refused:
         lines.append("")
@@ -329,6 +329,7 @@ def markdown(results: Results, environment: dict[str, str]) -> str:
     )
     for sf, workload in keys:
         part = [r for r in rows if (r.sf, r.workload) == (sf, workload)]
+        part.sort(key=lambda r: query_order(r.query))
         lines += [
             f"## SF {sf:g}, {workload}: {WORKLOADS[workload][1]}",
             "",
@@ -355,6 +356,7 @@ def markdown(results: Results, environment: dict[str, str]) -> str:
     lines += ["## What auto chose, and why (the reason of the first query of each kind)", ""]
     for sf, workload in keys:
         part = [r for r in rows if (r.sf, r.workload) == (sf, workload)]
+        part.sort(key=lambda r: query_order(r.query))
         picks = []
         for strategy in ("incremental", "full"):
             chosen = [r for r in part if r.picked[0] == strategy]
@@ -375,7 +377,7 @@ def run(
     spark: SparkSession,
     work: Path,
     sfs: list[float],
-    queries: list[int],
+    queries: list[str],
     workloads: list[str],
     reps: int | list[int],
     log: Callable[[str], None],
@@ -413,7 +415,7 @@ def run(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.spark", description=__doc__)
     parser.add_argument("--sf", type=float, nargs="+", default=[0.1, 1.0])
-    parser.add_argument("--queries", type=int, nargs="+", default=list(SUPPORTED))
+    parser.add_argument("--queries", nargs="+", default=list(SUPPORTED), choices=SUPPORTED)
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument(
         "--reps", type=int, nargs="+", default=[3], help="repetitions, or one count per --sf"

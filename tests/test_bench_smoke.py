@@ -27,7 +27,7 @@ def test_bench_runs_and_views_equal_recomputation(tmp_path):
     payload = json.loads((results / "latest.json").read_text())
     runs = payload["runs"]
     assert {(r["workload"], r["query"]) for r in runs} == {
-        (w, q) for w in ("append", "mixed") for q in (1, 3)
+        (w, q) for w in ("append", "mixed") for q in ("1", "3")
     }
     assert all(r["equal"] for r in runs)
     assert all(r["auto_strategy"] in ("incremental", "full") for r in runs)
@@ -37,7 +37,7 @@ def test_bench_runs_and_views_equal_recomputation(tmp_path):
         assert (out / "benchmarks.png").stat().st_size > 0
 
 
-def _row(sf: float, workload: str, query: int, incremental_ms: float, recompute_ms: float):
+def _row(sf: float, workload: str, query: str, incremental_ms: float, recompute_ms: float):
     from bench.report import Row
 
     times = dict(estimate_ms=1.0, auto_ms=incremental_ms, incremental_ms=incremental_ms)
@@ -57,10 +57,10 @@ def test_scaling_compares_the_same_change_against_sf1_on_both_sides():
     assert not any(sf == 1 and "@" in key for sf, key in planned)
 
     rows = [
-        _row(0.1, "append@sf1", 6, 50, 10),
-        _row(1, "append", 6, 100, 100),
-        _row(3, "append@sf1", 6, 500, 300),
-        _row(3, "append", 6, 120, 300),
+        _row(0.1, "append@sf1", "6", 50, 10),
+        _row(1, "append", "6", 100, 100),
+        _row(3, "append@sf1", "6", 500, 300),
+        _row(3, "append", "6", 120, 300),
     ]
     pairs = scaling_pairs(rows)
     assert list(pairs) == ["append SF 0.1 -> 1", "append SF 1 -> 3"]

@@ -17,7 +17,7 @@ from duckstream.testing.differential import DuckLakeHarness
 from duckstream.testing.ducklake import connect_ducklake
 from duckstream.testing.tpch import WORKLOADS, load_tpch, tpch_query, tpch_schema
 
-QUERIES = [1, 3, 5, 6, 7, 8, 9, 10, 12, 14, 19]
+QUERIES = [1, 3, 5, 6, 7, 8, 9, 10, 12, 13, 14, 19]
 
 # Each entry is one window: the workloads committed (as separate snapshots) before a refresh.
 WINDOWS = [

@@ -21,10 +21,12 @@ pytestmark = pytest.mark.spark
 
 def test_spark_bench_runs_and_views_equal_recomputation(spark, tmp_path):
     log: list[str] = []
-    results = bench_spark.run(spark, tmp_path, [0.01], [3, 12], ["mixed", "update"], 1, log.append)
+    results = bench_spark.run(
+        spark, tmp_path, [0.01], ["3", "12"], ["mixed", "update"], 1, log.append
+    )
     rows = results.rows
     assert {(r.workload, r.query) for r in rows} == {
-        (w, q) for w in ("mixed", "update") for q in (3, 12)
+        (w, q) for w in ("mixed", "update") for q in ("3", "12")
     }
     assert all(r.equal for r in rows), log
     # Tiny tables and whole-file rewrites: auto rebuilds, and says why.

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 import duckdb
 import sqlglot
+from sqlglot import exp
 
 from duckstream.testing.ducklake import load_extension, quote
 
@@ -70,6 +71,31 @@ def tpch_query(n: int) -> str:
     tree = sqlglot.parse_one(_query_texts()[n], dialect="duckdb")
     tree.set("order", None)
     tree.set("limit", None)
+    return tree.sql(dialect="duckdb", pretty=True)
+
+
+@functools.cache
+def tpch_view(name: str) -> str:
+    """A view the benchmarks maintain: ``"<n>"`` is TPC-H query n (:func:`tpch_query`);
+    ``"<n>_inner"`` is that query with its outer joins made inner joins: the same view but
+    for the rows an outer join NULL-extends, to compare the two refreshes' costs.
+
+    >>> "JOIN orders" in tpch_view("13_inner") and "OUTER" not in tpch_view("13_inner")
+    True
+    """
+    number, _, variant = name.partition("_")
+    text = tpch_query(int(number))
+    if not variant:
+        return text
+    if variant != "inner":
+        raise ValueError(f"no benchmark view {name!r}: '<n>' or '<n>_inner'")
+    tree = sqlglot.parse_one(text, dialect="duckdb")
+    joins = [j for j in tree.find_all(exp.Join) if j.side]
+    if not joins:
+        raise ValueError(f"TPC-H Q{number} has no outer join to make inner")
+    for join in joins:
+        join.set("side", None)
+        join.set("kind", None)
     return tree.sql(dialect="duckdb", pretty=True)
 
 
