@@ -19,7 +19,7 @@ from duckstream.engines.base import MULT, Version
 from duckstream.plan import Step
 from duckstream.sinks.aggregates import AggregateSpec
 from duckstream.sinks.base import Sink, col
-from duckstream.tree.aggregate import grouped, null_safe_match
+from duckstream.tree.aggregate import grouped, null_safe_match, restrict_to
 from duckstream.tree.base import Block, Context, Term, union_all
 
 COUNT = "_ivm_count"
@@ -274,19 +274,13 @@ class GroupedSink(Sink):
                 .from_(new)
                 .where("_ivm_rescan")
             )
-            wanted = exp.Exists(
-                this=exp.select("1")
-                .from_(exp.paren(rescan_keys).as_("_ivm_n"))
-                .where(
-                    null_safe_match(
-                        [col(f"_ivm_k{i}", "_ivm_n") for i in range(len(self.key_columns))],
-                        self.groups,
-                    )
-                )
-            )
+            names = [f"_ivm_k{i}" for i in range(len(self.key_columns))]
             terms = [
-                Term(from_=t.from_, joins=t.joins, where=t.where, guards=(guard.copy(),)).filtered(
-                    wanted
+                restrict_to(
+                    Term(from_=t.from_, joins=t.joins, where=t.where, guards=(guard.copy(),)),
+                    rescan_keys,
+                    self.groups,
+                    names,
                 )
                 for t in self.block.state_terms(self.ctx, Version.NEW)
             ]

@@ -87,15 +87,42 @@ def affected_groups(ctx: Context, block: Block, groups: list[exp.Expr]) -> exp.Q
     return exp.select(*(names or ["_ivm_one"])).distinct().from_(exp.paren(query).as_("_ivm_delta"))
 
 
-def restrict_to(term: Term, affected: str, groups: list[exp.Expr]) -> Term:
-    """Keep only the rows of ``term`` whose group is in the CTE ``affected``."""
-    keys = [exp.column(n, table="_ivm_a") for n in group_key_names(len(groups))]
+def restrict_to(term: Term, keys: exp.Expr, groups: Sequence[exp.Expr], names: list[str]) -> Term:
+    """Keep only the rows of ``term`` whose group (``groups``, NULL-safe) is a row of the
+    relation ``keys`` (columns ``names``). The same keys also prune the relations joined by
+    an equality to a group column (``t.y IN (SELECT <key> FROM keys)`` for ``g.x = t.y``,
+    see :meth:`Term.key_filters`): without them an engine scans those relations whole, since
+    the restriction stands on the group's side only.
+
+    >>> from sqlglot import parse_one
+    >>> q = parse_one("SELECT * FROM c LEFT JOIN o ON c.k = o.k")
+    >>> term = Term(q.args["from_"].this, tuple(q.args["joins"]))
+    >>> restricted = restrict_to(term, exp.to_table("a"), [parse_one("c.k")], ["_ivm_g0"])
+    >>> restricted.joins[0].args["on"].sql()
+    'c.k = o.k AND o.k IN (SELECT _ivm_g0 FROM a AS _ivm_a)'
+    """
+    columns = [exp.column(n, table="_ivm_a") for n in names]
     exists = exp.Exists(
-        this=exp.select("1")
-        .from_(exp.to_table(affected).as_("_ivm_a"))
-        .where(null_safe_match(keys, groups))
+        this=exp.select("1").from_(_keys_relation(keys)).where(null_safe_match(columns, groups))
     )
-    return term.filtered(exists)
+    term = term.filtered(exists)
+    for group, name in zip(groups, names, strict=True):
+        if not (isinstance(group, exp.Column) and group.table):
+            continue
+
+        def key_query(column: str, group=group, name=name) -> exp.Query | None:
+            if column != group.name:
+                return None
+            return exp.select(name).from_(_keys_relation(keys))
+
+        term = term.with_filters(term.key_filters(group.table, key_query))
+    return term
+
+
+def _keys_relation(keys: exp.Expr) -> exp.Expr:
+    if isinstance(keys, exp.Table):
+        return keys.copy().as_("_ivm_a")
+    return exp.paren(keys.copy()).as_("_ivm_a")
 
 
 def regroup_delta(
@@ -115,7 +142,8 @@ def regroup_delta(
     parts = []
     for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
         for term in block.state_terms(ctx, version):
-            restricted = restrict_to(term, affected, groups)
+            names = group_key_names(len(groups))
+            restricted = restrict_to(term, exp.to_table(affected), groups, names)
             restricted = Term(
                 from_=restricted.from_,
                 joins=restricted.joins,

@@ -14,6 +14,7 @@ the view itself, whether or not they are qualified, without knowing the source s
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -46,35 +47,35 @@ class Term:
 
     def select(self, *items: exp.Expr) -> exp.Select:
         """``SELECT items FROM ... WHERE ...`` for this term."""
+        term = self.with_filters(self.semijoin_filters())
         query = exp.Select(expressions=[i.copy() for i in items])
-        query.set("from_", exp.From(this=self.from_.copy()))
-        joins = [j.copy() for j in self.joins]
-        conditions = [c.copy() for c in self.guards + self.where]
-        for place, condition in self.semijoin_filters():
-            if place is None:
-                conditions.append(condition)
-            else:
-                on = joins[place].args.get("on")
-                joins[place].set("on", exp.and_(on, condition) if on else condition)
-        if joins:
-            query.set("joins", joins)
+        query.set("from_", exp.From(this=term.from_.copy()))
+        conditions = [c.copy() for c in term.guards + term.where]
+        if term.joins:
+            query.set("joins", [j.copy() for j in term.joins])
         if conditions:
             query.set("where", exp.Where(this=exp.and_(*conditions)))
         return query
 
+    def with_filters(self, filters: list[tuple[int | None, exp.Expr]]) -> Term:
+        """This term with each filter added where it goes (``None``: WHERE, ``i``: the ON
+        of join ``i``), as :meth:`key_filters` places them."""
+        joins = [j.copy() for j in self.joins]
+        where = list(self.where)
+        for place, condition in filters:
+            if place is None:
+                where.append(condition)
+            else:
+                on = joins[place].args.get("on")
+                joins[place].set("on", exp.and_(on, condition) if on else condition)
+        return replace(self, joins=tuple(joins), where=tuple(where))
+
     def semijoin_filters(self) -> list[tuple[int | None, exp.Expr]]:
         """For each equality ``d.x = t.y`` between the changed source ``d`` and another
-        relation ``t`` of this term (a WHERE or ON conjunct): ``t.y IN (SELECT x FROM
-        <changes>)``, and where it goes (``None``: WHERE, ``i``: the ON of join ``i``).
-        Implied by the equality, so the result is the same; but it prunes the scan of ``t``
-        to the changed keys whatever join order the engine picks (an engine otherwise may
-        join two big tables first and scan them whole).
-
-        A filter goes where its equality is, which keeps it implied: into WHERE from WHERE,
-        or from an inner join's ON when ``t`` is never NULL-extended in this term; else into
-        that ON, if ``t`` is the null-supplying side of a LEFT or RIGHT join or the join is
-        inner. Never onto a preserved side of an outer join: in the ON it would NULL-extend
-        the rows it rejects instead of dropping them.
+        relation ``t`` of this term: ``t.y IN (SELECT x FROM <changes>)`` (see
+        :meth:`key_filters`). Implied by the equality, so the result is the same; but it
+        prunes the scan of ``t`` to the changed keys whatever join order the engine picks
+        (an engine otherwise may join two big tables first and scan them whole).
 
         >>> from sqlglot import parse_one
         >>> term = Term(parse_one("SELECT * FROM d, t").args["from_"].this,
@@ -90,6 +91,28 @@ class Term:
         """
         if self.delta_alias is None or self.delta_rows is None:
             return []
+        rows = self.delta_rows
+
+        def keys(column: str) -> exp.Select:
+            return exp.select(exp.column(column)).from_(exp.paren(rows.copy()).as_("_ivm_d"))
+
+        return self.key_filters(self.delta_alias, keys)
+
+    def key_filters(
+        self, alias: str, keys: Callable[[str], exp.Query | None]
+    ) -> list[tuple[int | None, exp.Expr]]:
+        """For each equality ``a.x = t.y`` (a WHERE or ON conjunct) between the relation
+        ``a`` (``alias``) and another relation ``t`` of this term, where ``keys(x)`` is a
+        query of the values ``a.x`` can have in the rows the term keeps: ``t.y IN
+        (keys(x))``, and where it goes (``None``: WHERE, ``i``: the ON of join ``i``).
+        Implied by the equality for those rows (a NULL ``a.x`` has no partner anyway).
+
+        A filter goes where its equality is, which keeps it implied: into WHERE from WHERE,
+        or from an inner join's ON when ``t`` is never NULL-extended in this term; else into
+        that ON, if ``t`` is the null-supplying side of a LEFT or RIGHT join or the join is
+        inner. Never onto a preserved side of an outer join: in the ON it would NULL-extend
+        the rows it rejects instead of dropping them.
+        """
         names = [self.from_.alias_or_name] + [j.this.alias_or_name for j in self.joins]
         nullable: set[str] = set()
         for i, join in enumerate(self.joins):
@@ -110,16 +133,19 @@ class Term:
             if not all(isinstance(c, exp.Column) and c.table for c in sides):
                 continue
             for mine, other in (sides, sides[::-1]):
-                if mine.table != self.delta_alias or other.table == self.delta_alias:
+                if mine.table != alias or other.table == alias:
                     continue
+                query = keys(mine.name)
+                if query is None:
+                    continue
+                target = place
                 if place is not None:
-                    place = _on_or_where(self.joins[place], place, other.table, names, nullable)
-                    if place is False:
+                    found = _on_or_where(self.joins[place], place, other.table, names, nullable)
+                    if found is False:
                         continue
-                keys = exp.select(exp.column(mine.name)).from_(
-                    exp.paren(self.delta_rows.copy()).as_("_ivm_d")
-                )
-                filters.append((place, exp.In(this=other.copy(), query=exp.Subquery(this=keys))))
+                    target = found
+                condition = exp.In(this=other.copy(), query=exp.Subquery(this=query))
+                filters.append((target, condition))
         return filters
 
 
