@@ -58,6 +58,22 @@ def change_batch(batch: int, orders: int = 40) -> list[tuple[str, str]]:
             f" WHERE customer_id % 41 = {batch % 41} AND customer_id <= 300",
         ),
         (
+            "new customers",  # no orders yet: NULL-extended in customer_orders
+            "INSERT INTO lake.raw.customers SELECT"
+            f" {base} + i, 'customer ' || ({base} + i), 'FR', DATE '2024-03-01'"
+            " FROM range(3) t(i)",
+        ),
+        (
+            "customers leave",  # their orders stay: NULL-extended in order_facts
+            f"DELETE FROM lake.raw.customers WHERE customer_id % 53 = {batch % 53}"
+            " AND customer_id <= 300",
+        ),
+        (
+            "orders withdrawn",
+            f"DELETE FROM lake.raw.orders WHERE order_id % 211 = {batch % 211}"
+            " AND order_id <= 3000",
+        ),
+        (
             "refunds",
             f"DELETE FROM lake.raw.payments WHERE payment_id % 89 = {batch % 89}"
             " AND payment_id <= 3000",

@@ -28,6 +28,8 @@ IVM_MODELS = {
     "customer_segments",
     "payments_by_method",
     "countries_with_orders",
+    "customer_orders",  # LEFT JOINs to a per-key aggregate CTE and to a seed
+    "order_facts",  # a fact LEFT JOINed to a dimension and to a per-key aggregate CTE
 }
 
 

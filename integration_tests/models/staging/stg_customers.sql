@@ -1,2 +1,10 @@
-select customer_id, name, country
-from {{ source('shop', 'customers') }}
+-- The usual dbt staging shape: the source as it is, then renamed / selected columns.
+with source as (
+    select * from {{ source('shop', 'customers') }}
+),
+
+renamed as (
+    select customer_id, name, country from source
+)
+
+select * from renamed
