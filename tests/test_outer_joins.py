@@ -180,6 +180,19 @@ SCENARIOS: dict[str, Scenario] = {
         " LEFT JOIN customer_orders AS s ON c.id = s.cid",
         ALL + DUPLICATES,
     ),
+    "distinct_over_left_join_in_derived": Scenario(
+        [CUSTOMERS, ORDERS],
+        "SELECT name, cid FROM (SELECT DISTINCT c.name, o.cid FROM customers AS c"
+        " LEFT JOIN orders AS o ON c.id = o.cid) AS x",
+        ALL + DUPLICATES,
+    ),
+    "count_by_preserved_side_in_derived": Scenario(
+        [CUSTOMERS, ORDERS],
+        "SELECT n, count(*) AS customers FROM (SELECT c.id, c.active, count(o.oid) AS n"
+        " FROM customers AS c LEFT JOIN orders AS o ON c.id = o.cid AND o.amount > 2"
+        " WHERE c.active GROUP BY c.id, c.active) AS x GROUP BY n",
+        ALL + DUPLICATES,
+    ),
     "left_join_inside_derived": Scenario(
         [CUSTOMERS, ORDERS],
         "SELECT name, has_orders FROM (SELECT c.name, o.oid IS NOT NULL AS has_orders"

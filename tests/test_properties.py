@@ -128,10 +128,11 @@ def test_three_table_joins(scenario):
     check(scenario)
 
 
-@pytest.mark.parametrize("shape", ["project", "derived", "aggregate", "distinct"])
+@pytest.mark.parametrize("shape", ["project", "derived", "aggregate", "distinct", "nested"])
 def test_two_table_outer_joins(shape):
     """LEFT / RIGHT / FULL joins (mixed with inner and CROSS joins, ON conditions over one
-    side, USING, a LEFT JOIN to a per-key aggregate) under each kind of view."""
+    side, USING, a LEFT JOIN to a per-key aggregate) under each kind of view, and under an
+    aggregate or DISTINCT inside a derived table (``nested``, TPC-H Q13's shape)."""
     given(scenarios(2, shape=shape, outer=True))(check)()
 
 

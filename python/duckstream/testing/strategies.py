@@ -239,8 +239,9 @@ def views(
     outer: bool = False,
 ):
     """A view over ``tables_`` (joined on ``k`` when there are several); ``shape`` (one of
-    SHAPES) and ``kind`` (one of AGGREGATES) focus it on one construct; ``outer`` lets the
-    joins be outer ones."""
+    SHAPES, or ``nested``: an aggregate or DISTINCT over the join inside a derived table, as
+    in TPC-H Q13) and ``kind`` (one of AGGREGATES) focus it on one construct; ``outer`` lets
+    the joins be outer ones."""
     columns = _columns(tables_, qualified=len(tables_) > 1)
     if shape is None:
         shape = "aggregate" if kind else draw(st.sampled_from(SHAPES))
@@ -248,6 +249,8 @@ def views(
     if draw(st.booleans()):
         conditions.append(draw(predicate(columns)))
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    if shape == "nested":
+        return draw(_nested(columns, f"{from_}{where}"))
     if shape == "derived":
         inner_items, _ = draw(select_list(columns, aggregated=False))
         inner = f"SELECT {', '.join(inner_items)} FROM {from_}{where}"
@@ -270,6 +273,26 @@ def views(
         having = draw(st.sampled_from(["count(*) > 1", "count(*) = 1", f"min({key}) >= 0"]))
         sql += f" HAVING {having}"
     return sql
+
+
+@st.composite
+def _nested(draw, columns: list[tuple[str, str]], from_where: str) -> str:
+    """``SELECT ... FROM (<GROUP BY or DISTINCT over from_where>) AS s ...``: grouped again
+    by a count (Q13's shape), or filtered."""
+    if draw(st.booleans()):
+        items, keys = draw(select_list(columns, aggregated=True, min_keys=1))
+        inner = f"SELECT {', '.join(items)} FROM {from_where} GROUP BY {', '.join(keys)}"
+        counted = next((i for i in items if i.startswith("count(")), None)
+    else:
+        items, _ = draw(select_list(columns, aggregated=False))
+        inner = f"SELECT DISTINCT {', '.join(items)} FROM {from_where}"
+        counted = None
+    names = [i.rsplit(" AS ", 1)[1] for i in items]
+    if counted is not None and draw(st.booleans()):
+        name = counted.rsplit(" AS ", 1)[1]
+        return f"SELECT {name}, count(*) AS n FROM ({inner}) AS s GROUP BY {name}"
+    where = f" WHERE {draw(st.sampled_from(names))} IS NOT NULL" if draw(st.booleans()) else ""
+    return f"SELECT {', '.join(names)} FROM ({inner}) AS s{where}"
 
 
 # -- changes -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Source, Version
-from duckstream.tree.base import Block, Context, Relation, Term, union_all
+from duckstream.tree.base import Block, Context, Relation, Term, column_tables, union_all
 
 
 def null_safe_match(left: Sequence[exp.Expr], right: Sequence[exp.Expr]) -> exp.Expr:
@@ -74,7 +74,7 @@ def affected_groups(ctx: Context, block: Block, groups: list[exp.Expr]) -> exp.Q
     """The distinct group keys of the input's delta rows (``_ivm_g0`` ...), or one row when the
     aggregate has no GROUP BY and anything changed."""
     names = group_key_names(len(groups))
-    terms = block.delta_terms(ctx)
+    terms = block.key_terms(ctx, column_tables(groups))
     if groups:
         query = union_all(
             [

@@ -14,7 +14,7 @@ the view itself, whether or not they are qualified, without knowing the source s
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -226,6 +226,34 @@ class Block(ABC):
 
     @abstractmethod
     def delta_terms(self, ctx: Context) -> list[Term]: ...
+
+    def key_terms(self, ctx: Context, aliases: frozenset[str] | None) -> list[Term]:
+        """Terms enough to find what a change touches: for every row the delta changes,
+        some row of these terms agrees with it on the columns of the relations ``aliases``
+        (``None``: on every column). The delta terms themselves unless an operator knows
+        cheaper ones."""
+        return self.delta_terms(ctx)
+
+
+def column_tables(expressions: Iterable[exp.Expr]) -> frozenset[str] | None:
+    """The relations the expressions' columns name, or ``None`` when a column is not
+    qualified or an expression holds a subquery (then which relations it reads is unknown).
+
+    >>> from sqlglot import parse_one
+    >>> sorted(column_tables([parse_one("c.k + 1"), parse_one("o.x IS NULL")]))
+    ['c', 'o']
+    >>> column_tables([parse_one("k")]) is None
+    True
+    """
+    found: set[str] = set()
+    for expression in expressions:
+        if expression.find(exp.Query):
+            return None
+        for column in expression.find_all(exp.Column):
+            if not column.table:
+                return None
+            found.add(column.table)
+    return frozenset(found)
 
 
 class Relation(ABC):

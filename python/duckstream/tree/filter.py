@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
-from duckstream.tree.base import Block, Context, Term
+from duckstream.tree.base import Block, Context, Term, column_tables
 
 
 @dataclass
@@ -28,3 +28,10 @@ class Filter(Block):
 
     def delta_terms(self, ctx: Context) -> list[Term]:
         return [t.filtered(self.predicate) for t in self.input.delta_terms(ctx)]
+
+    def key_terms(self, ctx: Context, aliases: frozenset[str] | None) -> list[Term]:
+        # a row the input's key terms stand for must pass the predicate as they do: the
+        # predicate's relations count as keys too
+        read = column_tables([self.predicate])
+        wanted = None if aliases is None or read is None else aliases | read
+        return [t.filtered(self.predicate) for t in self.input.key_terms(ctx, wanted)]

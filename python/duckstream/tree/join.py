@@ -200,6 +200,25 @@ class Join(Block):
         return pairs
 
     def delta_terms(self, ctx: Context) -> list[Term]:
+        return [self._term(p) for p in self._delta_parts(ctx)]
+
+    def key_terms(self, ctx: Context, aliases: frozenset[str] | None) -> list[Term]:
+        """The delta terms, but for the unmatched-row terms of a last LEFT (or FULL) step
+        when the keys read only the relations before it: a row ``j`` of J flips between
+        matched and NULL-extended only when a partner among ΔR's rows comes or goes, and then
+        ``J_new ⋈ ΔR`` (``⟖`` for FULL) holds ``j`` with such a partner, the same keys. Those
+        terms read R at two snapshots for the changed keys, a scan of R each."""
+        last = len(self.leaves) - 1
+        before = {leaf.name for leaf in self.leaves[:last]}
+        if last < 1 or self.kinds[-1] not in (LEFT, FULL) or aliases is None:
+            return self.delta_terms(ctx)
+        if not aliases <= before:
+            return self.delta_terms(ctx)
+        return [self._term(p) for p in self._delta_parts(ctx, covered_left=last)]
+
+    def _delta_parts(self, ctx: Context, covered_left: int | None = None) -> list[_Part]:
+        """The delta's parts; ``covered_left``: the step whose unmatched-left terms to leave
+        out (see :meth:`key_terms`)."""
         parts = [self._delta(ctx, _Part((), ()), self.leaves[0], None)]
         for k in range(1, len(self.leaves)):
             op, leaf = self.kinds[k - 1], self.leaves[k]
@@ -209,12 +228,12 @@ class Join(Block):
                 for p in parts
             ]
             extended.append(self._delta(ctx, new_j, leaf, RIGHT if op in (RIGHT, FULL) else INNER))
-            if op in (LEFT, FULL):
+            if op in (LEFT, FULL) and k != covered_left:
                 extended += self._unmatched_left(ctx, k, new_j)
             if op in (RIGHT, FULL):
                 extended += self._unmatched_right(ctx, k, parts)
             parts = extended
-        return [self._term(p) for p in parts]
+        return parts
 
     def _unmatched_left(self, ctx: Context, k: int, new_j: _Part) -> list[_Part]:
         """``L(J_new, R_new) - L(J_new, R_old)`` for the rows of J_new with a partner key
