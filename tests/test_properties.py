@@ -235,9 +235,27 @@ def _deletions_count_as_insertions(monkeypatch) -> None:
     )
 
 
+def _unmatched_rows_never_looked_up(monkeypatch) -> None:
+    """Affected groups over a last LEFT / FULL join without its unmatched-row terms, even
+    when the keys read the NULL-extended side (``Join.key_terms`` without its condition)."""
+    from duckstream.tree.join import FULL, LEFT, Join
+
+    def key_terms(self, ctx, aliases):
+        last = len(self.leaves) - 1
+        if last < 1 or self.kinds[-1] not in (LEFT, FULL):
+            return self.delta_terms(ctx)
+        return [self._term(p) for p in self._delta_parts(ctx, covered_left=last)]
+
+    monkeypatch.setattr(Join, "key_terms", key_terms)
+
+
 BROKEN = {
     "join_terms_dropped": (_drop_later_join_terms, scenarios(2)),
     "aggregate_sign_flipped": (_deletions_count_as_insertions, scenarios(1, kind="sum")),
+    "outer_key_terms_cut": (
+        _unmatched_rows_never_looked_up,
+        scenarios(2, shape="nested", outer=True),
+    ),
 }
 
 
