@@ -20,7 +20,7 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "integration_tests" / "spark"
-MODELS = ("revenue_per_country", "big_countries")
+MODELS = ("revenue_per_country", "big_countries", "customer_orders")  # the last: LEFT JOIN
 INCREMENTAL = ("--vars", "{ivm_strategy: incremental}")  # else auto rebuilds these tiny tables
 
 

@@ -40,7 +40,8 @@ def setup_sources(spark: SparkSession) -> None:
 
 
 def change_sources(spark: SparkSession) -> None:
-    """New orders, a deleted one, an updated one, and a customer moving country."""
+    """New orders, a deleted one, an updated one, a customer moving country, a customer
+    losing all their orders and a new customer without any."""
     spark.sql(
         "INSERT INTO raw.orders SELECT CAST(id AS INT), CAST(id % 7 AS INT),"
         " CAST(id * 0.5 AS DECIMAL(10, 2)) FROM range(100, 130)"
@@ -48,6 +49,8 @@ def change_sources(spark: SparkSession) -> None:
     spark.sql("DELETE FROM raw.orders WHERE order_id = 3")
     spark.sql("UPDATE raw.orders SET amount = amount + 100 WHERE order_id = 4")
     spark.sql("UPDATE raw.customers SET country = 'BR' WHERE customer_id = 1")
+    spark.sql("DELETE FROM raw.orders WHERE customer_id = 19")
+    spark.sql("INSERT INTO raw.customers VALUES (20, 'NL')")
 
 
 if __name__ == "__main__":
