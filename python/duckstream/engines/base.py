@@ -132,7 +132,7 @@ class Engine(ABC):
         return expression.sql(dialect=self.dialect)
 
     def statement(self, expression: exp.Expr) -> Step:
-        """A step running ``expression``, a statement built as an expression (by a sink)."""
+        """A step running the statement ``expression`` (built by a sink or an engine)."""
         return Sql(self.sql(expression))
 
     def pretty(self, statement: str) -> str:
