@@ -13,7 +13,7 @@ CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_v.id, _ivm_v.amount, CAST(0 AS
 --   e0 AS `duckstream.dl_main_mv.cursor_0`
 -- FROM (SELECT coalesce((SELECT snapshot_id FROM dl.main.orders.refs WHERE name = 'main'), raise_error('duckstream: source dl.main.orders has no snapshot (never written, or re-created): commit to it first, e.g. INSERT INTO <table> SELECT * FROM <table> WHERE false')) AS e0) AS pinned
 SET duckstream.dl_main_mv.end_0 = <its value>;
-SET duckstream.dl_main_mv.cursor_0 = <its value>;;
+SET duckstream.dl_main_mv.cursor_0 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 INSERT OVERWRITE TABLE dl.main.mv (id, amount, _ivm_row) SELECT _ivm_v.id, _ivm_v.amount, (SELECT COALESCE(MAX(_ivm_row), 0) FROM dl.main.mv) + ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_row FROM (SELECT orders.id AS id, orders.amount AS amount FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders WHERE orders.amount >= 10 AND orders.customer <> 2) AS _ivm_v;
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
@@ -30,7 +30,7 @@ INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source
 SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.changed_0 = <its value>;
-SET duckstream.dl_main_mv.changed = <its value>;;
+SET duckstream.dl_main_mv.changed = <its value>;
 -- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0

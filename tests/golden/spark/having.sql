@@ -13,7 +13,7 @@ CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, CASE W
 --   e0 AS `duckstream.dl_main_mv.cursor_0`
 -- FROM (SELECT coalesce((SELECT snapshot_id FROM dl.main.orders.refs WHERE name = 'main'), raise_error('duckstream: source dl.main.orders has no snapshot (never written, or re-created): commit to it first, e.g. INSERT INTO <table> SELECT * FROM <table> WHERE false')) AS e0) AS pinned
 SET duckstream.dl_main_mv.end_0 = <its value>;
-SET duckstream.dl_main_mv.cursor_0 = <its value>;;
+SET duckstream.dl_main_mv.cursor_0 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 INSERT OVERWRITE TABLE dl.main.mv (customer, total, _ivm_count, _ivm_a0, _ivm_a0_n) SELECT _ivm_r.customer AS customer, CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a0, _ivm_r._ivm_a0_n FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders GROUP BY orders.customer) AS _ivm_r WHERE _ivm_r._ivm_count > 0 AND CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END > 20;
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
@@ -30,7 +30,7 @@ INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source
 SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.changed_0 = <its value>;
-SET duckstream.dl_main_mv.changed = <its value>;;
+SET duckstream.dl_main_mv.changed = <its value>;
 -- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0
@@ -43,7 +43,7 @@ CACHE LAZY TABLE _ivm_dl_main_mv_delta AS SELECT _ivm_g0, CAST(SUM(_ivm_mult) AS
 CACHE LAZY TABLE _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count, COALESCE(o._ivm_a0, 0) + COALESCE(d._ivm_a0, 0) AS _ivm_a0, COALESCE(o._ivm_a0_n, 0) + COALESCE(d._ivm_a0_n, 0) AS _ivm_a0_n, COALESCE((o._ivm_count IS NULL), FALSE) AS _ivm_rescan FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0;
 -- the values below are the one row of:
 -- SELECT (SELECT COUNT(*) FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS `duckstream.dl_main_mv.rescans`
-SET duckstream.dl_main_mv.rescans = <its value>;;
+SET duckstream.dl_main_mv.rescans = <its value>;
 CACHE LAZY TABLE _ivm_dl_main_mv_rescan AS SELECT customer, _ivm_count, _ivm_a0, _ivm_a0_n FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders WHERE ${duckstream.dl_main_mv.rescans} > 0 AND EXISTS(SELECT 1 FROM (SELECT customer AS _ivm_k0 FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS _ivm_n WHERE _ivm_n._ivm_k0 IS NOT DISTINCT FROM orders.customer) GROUP BY orders.customer) AS _ivm_s WHERE ${duckstream.dl_main_mv.rescans} > 0;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 MERGE INTO dl.main.mv AS _ivm_t

@@ -17,7 +17,7 @@ CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, _ivm_r
 SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.end_1 = <its value>;
-SET duckstream.dl_main_mv.cursor_1 = <its value>;;
+SET duckstream.dl_main_mv.cursor_1 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}, duckstream.cursor.dl.main.customers = ${duckstream.dl_main_mv.end_1}
 INSERT OVERWRITE TABLE dl.main.mv (customer, region, n, total, _ivm_count, _ivm_a1, _ivm_a1_n) SELECT _ivm_r.customer AS customer, _ivm_r.region AS region, _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT o.customer AS customer, c.region AS region, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(o.amount) AS _ivm_a1, COUNT(o.amount) AS _ivm_a1_n FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.end_1}) AS c ON o.customer = c.id GROUP BY o.customer, c.region) AS _ivm_r WHERE _ivm_r._ivm_count > 0;
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
@@ -42,7 +42,7 @@ SET duckstream.dl_main_mv.changed_0 = <its value>;
 SET duckstream.dl_main_mv.end_1 = <its value>;
 SET duckstream.dl_main_mv.cursor_1 = <its value>;
 SET duckstream.dl_main_mv.changed_1 = <its value>;
-SET duckstream.dl_main_mv.changed = <its value>;;
+SET duckstream.dl_main_mv.changed = <its value>;
 -- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0

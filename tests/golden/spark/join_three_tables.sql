@@ -21,7 +21,7 @@ SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.end_1 = <its value>;
 SET duckstream.dl_main_mv.cursor_1 = <its value>;
 SET duckstream.dl_main_mv.end_2 = <its value>;
-SET duckstream.dl_main_mv.cursor_2 = <its value>;;
+SET duckstream.dl_main_mv.cursor_2 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}, duckstream.cursor.dl.main.customers = ${duckstream.dl_main_mv.end_1}, duckstream.cursor.dl.main.regions = ${duckstream.dl_main_mv.end_2}
 INSERT OVERWRITE TABLE dl.main.mv (id, region, manager, _ivm_row) SELECT _ivm_v.id, _ivm_v.region, _ivm_v.manager, (SELECT COALESCE(MAX(_ivm_row), 0) FROM dl.main.mv) + ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_row FROM (SELECT o.id AS id, c.region AS region, r.manager AS manager FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.end_1}) AS c ON o.customer = c.id JOIN (SELECT * FROM dl.main.regions VERSION AS OF ${duckstream.dl_main_mv.end_2}) AS r ON c.region = r.name) AS _ivm_v;
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}), ('dl.main.regions', ${duckstream.dl_main_mv.end_2}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
@@ -54,7 +54,7 @@ SET duckstream.dl_main_mv.changed_1 = <its value>;
 SET duckstream.dl_main_mv.end_2 = <its value>;
 SET duckstream.dl_main_mv.cursor_2 = <its value>;
 SET duckstream.dl_main_mv.changed_2 = <its value>;
-SET duckstream.dl_main_mv.changed = <its value>;;
+SET duckstream.dl_main_mv.changed = <its value>;
 -- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0

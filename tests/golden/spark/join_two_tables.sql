@@ -17,7 +17,7 @@ CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_v.id, _ivm_v.amount, _ivm_v.re
 SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.end_1 = <its value>;
-SET duckstream.dl_main_mv.cursor_1 = <its value>;;
+SET duckstream.dl_main_mv.cursor_1 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}, duckstream.cursor.dl.main.customers = ${duckstream.dl_main_mv.end_1}
 INSERT OVERWRITE TABLE dl.main.mv (id, amount, region, _ivm_row) SELECT _ivm_v.id, _ivm_v.amount, _ivm_v.region, (SELECT COALESCE(MAX(_ivm_row), 0) FROM dl.main.mv) + ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_row FROM (SELECT o.id AS id, o.amount AS amount, c.region AS region FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.end_1}) AS c ON o.customer = c.id) AS _ivm_v;
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
@@ -42,7 +42,7 @@ SET duckstream.dl_main_mv.changed_0 = <its value>;
 SET duckstream.dl_main_mv.end_1 = <its value>;
 SET duckstream.dl_main_mv.cursor_1 = <its value>;
 SET duckstream.dl_main_mv.changed_1 = <its value>;
-SET duckstream.dl_main_mv.changed = <its value>;;
+SET duckstream.dl_main_mv.changed = <its value>;
 -- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0

@@ -13,7 +13,7 @@ CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.`Group` AS Group, _ivm_r._iv
 --   e0 AS `duckstream.dl_main_mv.cursor_0`
 -- FROM (SELECT coalesce((SELECT snapshot_id FROM dl.main.`Größe`.refs WHERE name = 'main'), raise_error('duckstream: source dl.main.Größe has no snapshot (never written, or re-created): commit to it first, e.g. INSERT INTO <table> SELECT * FROM <table> WHERE false')) AS e0) AS pinned
 SET duckstream.dl_main_mv.end_0 = <its value>;
-SET duckstream.dl_main_mv.cursor_0 = <its value>;;
+SET duckstream.dl_main_mv.cursor_0 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.Größe = ${duckstream.dl_main_mv.end_0}
 INSERT OVERWRITE TABLE dl.main.mv (`Group`, `N`, `Summe`, _ivm_count, _ivm_a1, _ivm_a1_n) SELECT _ivm_r.`Group` AS Group, _ivm_r._ivm_count AS N, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS Summe, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT `größe`.`group` AS Group, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(`größe`.`maß`) AS _ivm_a1, COUNT(`größe`.`maß`) AS _ivm_a1_n FROM (SELECT * FROM dl.main.`Größe` VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS `größe` GROUP BY `größe`.`group`) AS _ivm_r WHERE _ivm_r._ivm_count > 0;
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.Größe', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
@@ -30,7 +30,7 @@ INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source
 SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.changed_0 = <its value>;
-SET duckstream.dl_main_mv.changed = <its value>;;
+SET duckstream.dl_main_mv.changed = <its value>;
 -- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.`Größe`.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0

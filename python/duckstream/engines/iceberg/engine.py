@@ -101,7 +101,8 @@ def render(step: Step) -> list[str]:
         query = value_query(step)
         names = _ALIAS.findall(query)
         lines = "\n".join(f"-- {line}" for line in query.splitlines())
-        sets = "\n".join(f"SET {name} = <its value>;" for name in names)
+        # the script's joiner ends the last statement
+        sets = ";\n".join(f"SET {name} = <its value>" for name in names)
         return [f"-- the values below are the one row of:\n{lines}\n{sets}"]
     if isinstance(step, StopUnless):
         return [f"-- stop here (run only the clean-up) unless {step.value} is true"]
