@@ -344,6 +344,20 @@ REGRESSIONS = [
         ),
         id="alias_equals_source_column",
     ),
+    pytest.param(  # deep run: DuckDB names an unaliased column as its catalog spells it
+        (
+            [
+                TableSpec("Group", [Column("MyKey", "INTEGER"), Column("Amount", "INTEGER")]),
+                TableSpec("MyTable", [Column("MyKey", "INTEGER"), Column("Größe", "INTEGER")]),
+            ],
+            'SELECT amount FROM "Group"',
+            [[[Insert("Group", ((1, 2),))]]],
+            False,
+            {},
+            0,
+        ),
+        id="unaliased_column_in_another_case",
+    ),
 ]
 
 
