@@ -71,7 +71,10 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
         ):
             if alias is None:
                 raise UnsupportedSQLError("derived_table", "a subquery in FROM needs an alias")
-            ctx.features.add("derived_table")
+            if not alias.name.startswith("_ivm_"):  # not one normalize made
+                ctx.features.add("derived_table")
+            elif alias.name == "_ivm_u":  # normalize.rewrite_union's
+                ctx.features.add("union")
             leaves.append(Derived(build_relation(node.this, ctx, resolve), alias))
         else:
             raise UnsupportedSQLError(
