@@ -7,6 +7,8 @@ with recomputation after every refresh: rows, column names and column types.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from duckstream import UnsupportedSQLError, ViewSQLError, compile_ivm
@@ -53,7 +55,7 @@ CYCLES: list[Cycle] = [
 C = TableSpec(
     "c",
     [Column("k", "INTEGER"), Column("d", "DECIMAL(10,2)")],
-    [(1, "0.50"), (2, "2.00"), (2, "2.00"), (None, None)],
+    [(1, Decimal("0.50")), (2, Decimal("2.00")), (2, Decimal("2.00")), (None, None)],
 )
 D = TableSpec(
     "d",
@@ -61,8 +63,8 @@ D = TableSpec(
     [(1, 0.5), (2, 2.0), (3, 1.25), (None, None)],
 )
 CD_CYCLES: list[Cycle] = [
-    [[Insert("c", ((3, "1.25"),)), Delete("d", "k = 1")]],
-    [[Update("d", "x = 2.0", "k = 3"), Insert("c", ((2, "2.00"),))]],
+    [[Insert("c", ((3, Decimal("1.25")),)), Delete("d", "k = 1")]],
+    [[Update("d", "x = 2.0", "k = 3"), Insert("c", ((2, Decimal("2.00")),))]],
     [[Delete("c", "k IS NULL")], [Insert("d", ((None, None), (1, 0.5)))]],
 ]
 
@@ -237,3 +239,25 @@ def test_unsupported_set_operations_are_named(sql, feature):
 def test_branches_of_different_widths_are_a_view_error():
     with pytest.raises(ViewSQLError, match="2 and 1 columns"):
         compile_ivm("SELECT a, b FROM t UNION ALL SELECT a FROM u")
+
+
+@pytest.mark.parametrize(
+    ("sql", "refused"),
+    [
+        ("SELECT a, NULL AS z FROM t UNION ALL SELECT b, NULL FROM u", True),
+        ("SELECT s.z FROM (SELECT a, NULL AS z FROM t EXCEPT SELECT b, NULL FROM u) AS s", True),
+        (
+            "SELECT a, NULL AS z FROM t"
+            " UNION ALL (SELECT b, NULL FROM u INTERSECT SELECT c, 2 FROM v)",
+            False,
+        ),
+    ],
+)
+def test_spark_refuses_a_column_null_in_every_branch(sql, refused):
+    """Spark types such a column void, which an Iceberg table cannot hold."""
+    if not refused:
+        compile_ivm(sql, dialect="spark")
+        return
+    with pytest.raises(UnsupportedSQLError, match="untyped NULL") as raised:
+        compile_ivm(sql, dialect="spark")
+    assert raised.value.feature == "spark_unsupported"
