@@ -19,7 +19,7 @@ UNSUPPORTED = {
     "limit": "SELECT a FROM t LIMIT 10",
     "nondeterministic_function": "SELECT a, random() AS r FROM t",
     "outer_join": "SELECT t.a FROM t LEFT JOIN u ON t.a = u.a",
-    "set_operation": "SELECT a FROM t UNION SELECT a FROM u",
+    "set_operation": "SELECT a FROM t UNION BY NAME SELECT a FROM u",
     "subquery": "SELECT a FROM t WHERE a IN (SELECT a FROM u)",
     "reserved_name": "SELECT _ivm_count FROM t",
     "grouping_sets": "SELECT a, count(*) FROM t GROUP BY ROLLUP (a)",

@@ -21,7 +21,7 @@ from duckstream.engines.base import MULT, Source, Target, Version
 from duckstream.engines.ducklake.engine import DuckLakeEngine
 from duckstream.normalize import normalize
 from duckstream.testing.differential import TableSpec, as_multiset, sql_literal
-from duckstream.testing.strategies import rows, tables, views
+from duckstream.testing.strategies import rows, set_operation_views, tables, views
 from duckstream.tree.base import Context
 from duckstream.tree.build import build_relation
 from duckstream.tree.columns import table_key
@@ -80,9 +80,9 @@ def _load(con, name: str, table: TableSpec, rows_: list[tuple], mult: bool = Fal
 
 
 @st.composite
-def cases(draw, table_count: int):
+def cases(draw, table_count: int, set_operations: bool = False):
     tables_ = draw(tables(table_count))
-    view_sql = draw(views(tables_))
+    view_sql = draw(set_operation_views(tables_) if set_operations else views(tables_))
     return tables_, view_sql, [draw(changes(t)) for t in tables_]
 
 
@@ -123,4 +123,11 @@ def test_join_operators(case):
 
 @given(cases(3))
 def test_three_way_join_operators(case):
+    check(case)
+
+
+@given(cases(2, set_operations=True))
+def test_set_operation_operators(case):
+    """UNION ALL, INTERSECT / EXCEPT [ALL] (and UNION, as DISTINCT over UNION ALL), nested and
+    under projections, DISTINCT, aggregates and joins."""
     check(case)

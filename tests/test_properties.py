@@ -221,9 +221,35 @@ def _deletions_count_as_insertions(monkeypatch) -> None:
     )
 
 
+def _drop_later_union_branches(monkeypatch) -> None:
+    """UNION ALL's delta without its second branch's (its changes lost)."""
+    from duckstream.tree.union import UnionAll, stack
+
+    monkeypatch.setattr(UnionAll, "delta", lambda self, ctx: stack([self.inputs[0].delta(ctx)]))
+
+
+def _recount_at_the_end_only(monkeypatch) -> None:
+    """INTERSECT / EXCEPT recounting the touched rows at the end snapshot for both terms (the
+    old counts read at the new state: every change cancels out)."""
+    from duckstream.engines.base import Version
+    from duckstream.tree.intersect_except import IntersectExcept
+
+    original = IntersectExcept._recounted
+    monkeypatch.setattr(
+        IntersectExcept,
+        "_recounted",
+        lambda self, ctx, version, touched, sign: original(self, ctx, Version.NEW, touched, sign),
+    )
+
+
 BROKEN = {
     "join_terms_dropped": (_drop_later_join_terms, scenarios(2)),
     "aggregate_sign_flipped": (_deletions_count_as_insertions, scenarios(1, kind="sum")),
+    "union_branch_dropped": (_drop_later_union_branches, scenarios(2, construct="set_operations")),
+    "set_recount_old_state_lost": (
+        _recount_at_the_end_only,
+        scenarios(2, construct="set_operations"),
+    ),
 }
 
 

@@ -7,61 +7,20 @@ is per session).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
-from duckstream.errors import UnsupportedSQLError
-from duckstream.testing.differential import run_scenario
-from duckstream.testing.spark_harness import SparkHarness, to_spark
+from duckstream.testing.spark_harness import expect_outcome, scenario_outcomes, selected_params
 from test_regressions_compiler import SCENARIOS  # tests/ is on sys.path (its conftest)
 
 pytestmark = pytest.mark.spark
-
-THREADS = 3
 
 
 @pytest.fixture(scope="module")
 def outcomes(spark, request) -> dict[str, BaseException | None]:
     # Only the scenarios of the selected tests (``-k``) run.
-    selected = [
-        item.callspec.params["name"]
-        for item in request.session.items
-        if item.nodeid.startswith(request.node.nodeid) and hasattr(item, "callspec")
-    ]
-    harnesses = {name: SparkHarness(spark.newSession()) for name in selected}
-
-    def run(name: str) -> BaseException | None:
-        scenario, harness = SCENARIOS[name], harnesses[name]
-        try:
-            plan = run_scenario(
-                harness, scenario.tables, scenario.view, scenario.cycles, **scenario.compile_kwargs
-            )
-            session = harness.spark
-            session.sql(f"USE {harness.catalog}.{harness.schema}")
-            mv = session.sql(plan.query_mv).columns
-            view = session.sql(to_spark(scenario.view)).columns
-            assert mv == view, f"query_mv names {mv}, the view's {view}"
-            if scenario.names is not None:
-                assert mv == scenario.names, f"query_mv names {mv}, expected {scenario.names}"
-        except BaseException as error:  # noqa: BLE001 - reported by the scenario's own test
-            return error
-        return None
-
-    # A refusal is a compile error, reported as the scenario's outcome like any other.
-    with ThreadPoolExecutor(THREADS) as pool:
-        return dict(zip(selected, pool.map(run, selected), strict=True))
+    return scenario_outcomes(spark, SCENARIOS, selected_params(request, "name"))
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_regression_on_spark(outcomes: dict[str, BaseException | None], name: str) -> None:
-    scenario, error = SCENARIOS[name], outcomes[name]
-    if scenario.spark_refused is not None:
-        assert isinstance(error, UnsupportedSQLError), error
-        assert error.feature == scenario.spark_refused
-        return
-    if scenario.spark_gap is not None:
-        assert error is not None, f"passes on Spark now: drop its spark_gap ({scenario.spark_gap})"
-        pytest.xfail(scenario.spark_gap)
-    if error is not None:
-        raise error
+    expect_outcome(SCENARIOS[name], outcomes[name])

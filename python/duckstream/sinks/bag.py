@@ -13,9 +13,9 @@ from sqlglot import exp
 
 from duckstream.engines.base import MULT, Version
 from duckstream.plan import Step
-from duckstream.sinks.base import Sink, col
+from duckstream.sinks.base import Sink
 from duckstream.tree.aggregate import null_safe_match
-from duckstream.tree.base import Context, Relation
+from duckstream.tree.base import Context, Relation, col
 
 ROW = "_ivm_row"
 

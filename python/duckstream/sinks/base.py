@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 
 from sqlglot import exp
 
 from duckstream.plan import Step
-from duckstream.tree.base import Context
-
-_PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
-
-
-def ident(name: str) -> exp.Identifier:
-    """An identifier for a column name, quoted only when it has to be."""
-    return exp.to_identifier(name, quoted=not _PLAIN.match(name))
-
-
-def col(name: str, table: str | None = None) -> exp.Column:
-    return exp.Column(this=ident(name), table=exp.to_identifier(table) if table else None)
+from duckstream.tree.base import Context, col, ident
 
 
 class Sink(ABC):

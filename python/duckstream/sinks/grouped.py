@@ -18,9 +18,9 @@ from sqlglot import exp
 from duckstream.engines.base import MULT, Version
 from duckstream.plan import Step
 from duckstream.sinks.aggregates import AggregateSpec
-from duckstream.sinks.base import Sink, col
+from duckstream.sinks.base import Sink
 from duckstream.tree.aggregate import grouped, null_safe_match
-from duckstream.tree.base import Block, Context, Term, union_all
+from duckstream.tree.base import Block, Context, Term, col, union_all
 
 COUNT = "_ivm_count"
 
