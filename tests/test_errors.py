@@ -20,7 +20,7 @@ UNSUPPORTED = {
     "nondeterministic_function": "SELECT a, random() AS r FROM t",
     "outer_join": "SELECT t.a FROM t, u RIGHT JOIN v ON u.a = v.a",
     "nested_join": "SELECT t.a FROM t LEFT JOIN (u JOIN v ON u.a = v.a) ON t.a = u.a",
-    "set_operation": "SELECT a FROM t UNION SELECT a FROM u",
+    "set_operation": "SELECT a FROM t UNION BY NAME SELECT a FROM u",
     "subquery": "SELECT a FROM t WHERE a IN (SELECT a FROM u)",
     "reserved_name": "SELECT _ivm_count FROM t",
     "grouping_sets": "SELECT a, count(*) FROM t GROUP BY ROLLUP (a)",

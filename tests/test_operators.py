@@ -21,7 +21,7 @@ from duckstream.engines.base import MULT, Source, Target, Version
 from duckstream.engines.ducklake.engine import DuckLakeEngine
 from duckstream.normalize import normalize
 from duckstream.testing.differential import TableSpec, as_multiset, sql_literal
-from duckstream.testing.strategies import SHAPES, rows, tables, views
+from duckstream.testing.strategies import SHAPES, rows, set_operation_views, tables, views
 from duckstream.tree.base import Context
 from duckstream.tree.build import build_relation
 from duckstream.tree.columns import table_key
@@ -86,12 +86,15 @@ def _narrow(rows_: list[tuple]) -> list[tuple]:
 
 
 @st.composite
-def cases(draw, table_count: int, outer: bool = False):
+def cases(draw, table_count: int, outer: bool = False, set_operations: bool = False):
     tables_ = draw(tables(table_count))
-    # A projection sees every term of the join's delta; aggregates above a join in a
-    # subquery recompute the groups it touches, which hides most mistakes in the terms.
-    shape = draw(st.sampled_from(["project"] * 4 + ["derived"] * 2 + SHAPES)) if outer else None
-    view_sql = draw(views(tables_, shape=shape, outer=outer))
+    if set_operations:
+        view_sql = draw(set_operation_views(tables_))
+    else:
+        # A projection sees every term of the join's delta; aggregates above a join in a
+        # subquery recompute the groups it touches, which hides most mistakes in the terms.
+        shape = draw(st.sampled_from(["project"] * 4 + ["derived"] * 2 + SHAPES)) if outer else None
+        view_sql = draw(views(tables_, shape=shape, outer=outer))
     changes_ = [draw(changes(t)) for t in tables_]
     if outer:
         tables_ = [TableSpec(t.name, t.columns, _narrow(t.rows)) for t in tables_]
@@ -146,4 +149,11 @@ def test_outer_join_operators(case):
 
 @given(cases(3, outer=True))
 def test_three_way_outer_join_operators(case):
+    check(case)
+
+
+@given(cases(2, set_operations=True))
+def test_set_operation_operators(case):
+    """UNION ALL, INTERSECT / EXCEPT [ALL] (and UNION, as DISTINCT over UNION ALL), nested and
+    under projections, DISTINCT, aggregates and joins."""
     check(case)

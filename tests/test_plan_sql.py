@@ -41,23 +41,30 @@ CHANGES = [
 ]
 
 
-@pytest.fixture(params=[None, 0], ids=["inlined", "files"])
-def con(tmp_path, request):
-    con = duckdb.connect()
-    attach_ducklake(con, str(tmp_path / "lake"), "dl", data_inlining_row_limit=request.param)
+def create_orders_and_customers(con) -> None:
+    """The tables :data:`VIEW` and :data:`CHANGES` use, in the DuckLake catalog ``dl``."""
     con.execute("CREATE TABLE dl.main.orders (id INTEGER, customer INTEGER, amount INTEGER)")
     con.execute("CREATE TABLE dl.main.customers (id INTEGER, region VARCHAR)")
     con.execute("INSERT INTO dl.main.orders VALUES (1, 1, 10), (2, 2, 20), (3, 1, 30)")
     con.execute("INSERT INTO dl.main.customers VALUES (1, 'north'), (2, 'west')")
+
+
+@pytest.fixture(params=[None, 0], ids=["inlined", "files"])
+def con(tmp_path, request):
+    con = duckdb.connect()
+    attach_ducklake(con, str(tmp_path / "lake"), "dl", data_inlining_row_limit=request.param)
+    create_orders_and_customers(con)
     yield con
     con.close()
 
 
-def _rows(con, sql):
+def rows(con, sql) -> Counter:
+    """The rows of ``sql``, as a multiset."""
     return Counter(con.execute(sql).fetchall())
 
 
-def _execute_all(con, statements):
+def execute_all(con, statements) -> None:
+    """Run ``statements`` one by one with plain ``con.execute``."""
     for statement in statements:
         con.execute(statement)
 
@@ -65,22 +72,22 @@ def _execute_all(con, statements):
 def test_plain_sql_keeps_the_view_equal_to_recomputation(con):
     plan = compile_ivm(VIEW, mv_catalog="dl")
     assert not any(s.lstrip().startswith("--") for s in plan.maintain)  # no directives
-    _execute_all(con, [plan.create_cursors_table, plan.create_mv, *plan.initialize_cursors])
+    execute_all(con, [plan.create_cursors_table, plan.create_mv, *plan.initialize_cursors])
     recompute = plan.view_sql
-    assert _rows(con, plan.query_mv) == _rows(con, recompute)
+    assert rows(con, plan.query_mv) == rows(con, recompute)
     for changes in CHANGES:
-        _execute_all(con, changes)
-        _execute_all(con, plan.maintain)
-        assert _rows(con, plan.query_mv) == _rows(con, recompute)
+        execute_all(con, changes)
+        execute_all(con, plan.maintain)
+        assert rows(con, plan.query_mv) == rows(con, recompute)
 
 
 def test_runner_keeps_the_view_equal_to_recomputation(con):
     plan = compile_ivm(VIEW, mv_catalog="dl")
     setup(con, plan)
     for changes in CHANGES:
-        _execute_all(con, changes)
+        execute_all(con, changes)
         refresh(con, plan, "incremental")
-        assert _rows(con, plan.query_mv) == _rows(con, plan.view_sql)
+        assert rows(con, plan.query_mv) == rows(con, plan.view_sql)
 
 
 def test_both_pins_give_the_same_window(con):
@@ -92,7 +99,7 @@ def test_both_pins_give_the_same_window(con):
     from duckstream.engines.ducklake import window as ducklake_window
 
     for changes in CHANGES:
-        _execute_all(con, changes)
+        execute_all(con, changes)
         con.execute("BEGIN")
         con.execute(sql)
         by_sql = con.execute(f"SELECT getvariable('{pin.spec.variable}')").fetchone()
@@ -105,23 +112,23 @@ def test_both_pins_give_the_same_window(con):
 
 def test_plain_sql_raises_rebuild_required(con):
     plan = compile_ivm(VIEW, mv_catalog="dl")
-    _execute_all(con, [plan.create_cursors_table, plan.create_mv, *plan.initialize_cursors])
+    execute_all(con, [plan.create_cursors_table, plan.create_mv, *plan.initialize_cursors])
     con.execute("DROP TABLE dl.main.customers")
     con.execute("CREATE TABLE dl.main.customers (id INTEGER, region VARCHAR)")
     with pytest.raises(duckdb.Error, match="duckstream: rebuild required: source dl.main.cust"):
-        _execute_all(con, plan.maintain)
+        execute_all(con, plan.maintain)
     con.execute("ROLLBACK")
-    _execute_all(con, plan.initialize_cursors)  # the rebuild
+    execute_all(con, plan.initialize_cursors)  # the rebuild
     con.execute("INSERT INTO dl.main.customers VALUES (1, 'north')")
-    _execute_all(con, plan.maintain)
-    assert _rows(con, plan.query_mv) == _rows(con, plan.view_sql)
+    execute_all(con, plan.maintain)
+    assert rows(con, plan.query_mv) == rows(con, plan.view_sql)
 
 
 def test_plain_sql_without_cursors_raises_rebuild_required(con):
     plan = compile_ivm(VIEW, mv_catalog="dl")
-    _execute_all(con, [plan.create_cursors_table, plan.create_mv])
+    execute_all(con, [plan.create_cursors_table, plan.create_mv])
     with pytest.raises(duckdb.Error, match="duckstream: rebuild required: no cursors"):
-        _execute_all(con, plan.maintain)
+        execute_all(con, plan.maintain)
 
 
 def test_steps_are_typed_and_cleanup_follows_the_commit():
@@ -156,5 +163,5 @@ def test_compile_prints_a_runnable_script(con, capsys):
     con.execute("INSERT INTO dl.main.orders VALUES (20, 2, 4)")
     plan = compile_ivm(VIEW, mv_name="cli_view", mv_catalog="dl")
     assert "\n".join(plan.maintain) in script.replace(";\n", "\n")
-    _execute_all(con, plan.maintain)
-    assert _rows(con, plan.query_mv) == _rows(con, plan.view_sql)
+    execute_all(con, plan.maintain)
+    assert rows(con, plan.query_mv) == rows(con, plan.view_sql)

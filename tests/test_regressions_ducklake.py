@@ -338,3 +338,28 @@ def test_a_failed_clean_up_after_commit_is_not_an_error(lake, strategy):
     assert all("simulated failure" in str(w.message) for w in caught)
     assert bool(caught) == (report.strategy == "incremental")  # a rebuild makes no temp table
     harness.check(plan, GROUPED, "after a refresh whose clean-up failed")
+
+
+# -- source columns named like the change feed's own columns ----------------------------------
+@pytest.mark.parametrize("column", ["snapshot_id", "rowid", "change_type", "filename"])
+@pytest.mark.parametrize(
+    "view",
+    [
+        "SELECT k, {c} FROM t",
+        "SELECT {c}, count(*) AS n FROM t GROUP BY {c}",
+        "SELECT DISTINCT {c} FROM t",
+    ],
+)
+def test_source_columns_named_like_the_change_feeds(lake, column, view):
+    """``ducklake_table_changes`` / ``_insertions`` / ``_deletions`` add ``snapshot_id``,
+    ``rowid`` and ``change_type`` to a table's own columns: a source column of that name must
+    still be read as the table's."""
+    sql = view.format(c=column)
+    harness, plan = _view(
+        lake, {"t": f"k INTEGER, {column} INTEGER"}, {"t": "(1, 10), (2, 20)"}, sql
+    )
+    lake.execute("INSERT INTO dl.main.t VALUES (3, 30)")
+    lake.execute(f"UPDATE dl.main.t SET {column} = 11 WHERE k = 1")
+    lake.execute("DELETE FROM dl.main.t WHERE k = 2")
+    refresh(lake, plan, strategy="incremental")
+    harness.check(plan, sql, "after an insert, an update and a delete")

@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-import sqlglot
-
 from duckstream.compiler import compile_ivm
+from duckstream.engines import engine_for
 from duckstream.errors import DuckstreamError
 
 
@@ -42,19 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     except DuckstreamError as error:
         print(f"duckstream: {error}", file=sys.stderr)
         return 2
+    engine = engine_for(args.dialect)
     print(f"-- features: {', '.join(sorted(plan.features))}")
     for step, statements in plan.statements().items():
         print(f"\n-- {step}")
         for statement in statements:
-            print(_pretty(statement, args.dialect) if args.pretty else statement, end=";\n")
+            print(engine.pretty(statement) if args.pretty else statement, end=";\n")
     return 0
-
-
-def _pretty(statement: str, dialect: str) -> str:
-    try:
-        (parsed,) = sqlglot.parse(statement, read=dialect)
-    except (sqlglot.errors.SqlglotError, ValueError):
-        return statement
-    if parsed is None or isinstance(parsed, sqlglot.exp.Command):
-        return statement  # not understood by sqlglot: keep it exactly
-    return parsed.sql(dialect=dialect, pretty=True)

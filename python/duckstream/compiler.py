@@ -161,14 +161,14 @@ def compile_ivm(
     ]
     steps: dict[str, list[Step]] = {
         "create_cursors_table": [Sql(engine.create_cursors_table())],
-        "create_mv": [Sql(sink.create_mv())],
+        "create_mv": [engine.statement(sink.create_mv())],
         "initialize_cursors": with_cleanup(initialize, engine.drop),
         "maintain": with_cleanup(maintain, engine.drop),
-        "query_mv": [Sql(sink.query_mv())],
+        "query_mv": [engine.statement(sink.query_mv())],
     }
     rendered = {name: [t for s in steps[name] for t in engine.render(s)] for name in PROTOCOL}
     return IVMPlan(
-        view_sql=select.sql(dialect=dialect),
+        view_sql=engine.sql(select),
         create_cursors_table=rendered["create_cursors_table"][0],
         create_mv=rendered["create_mv"][0],
         initialize_cursors=rendered["initialize_cursors"],

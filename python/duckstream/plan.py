@@ -7,8 +7,9 @@ plan keeps that rendering in the fields of the same names: statements a person (
 client) runs one by one. On DuckDB they do exactly what the runner does; the runner may take
 a faster path for the same step (DuckLake pins the window in Python: :class:`PinWindow`).
 
->>> steps = [Begin(), Sql("DELETE FROM t"), CreateTemp("d", exp.select("1")), Commit()]
->>> [type(s).__name__ for s in with_cleanup(steps, lambda name: Cleanup(f"DROP TABLE {name}"))]
+>>> temp = CreateTemp(exp.to_table("d"), exp.select("1"))
+>>> steps = [Begin(), Sql("DELETE FROM t"), temp, Commit()]
+>>> [type(s).__name__ for s in with_cleanup(steps, lambda t: Cleanup(f"DROP TABLE {t.name}"))]
 ['Begin', 'Sql', 'CreateTemp', 'Commit', 'Cleanup']
 >>> index_of(steps, Commit)
 3
@@ -25,11 +26,11 @@ from sqlglot import exp
 
 @dataclass(frozen=True)
 class Sql:
-    """One plain statement. ``creates``: the temporary object it makes (dropped by the
-    plan's clean-up)."""
+    """One plain statement, as the engine rendered it. ``creates``: the temporary object it
+    makes (dropped by the plan's clean-up)."""
 
     statement: str
-    creates: str | None = None
+    creates: exp.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -44,11 +45,11 @@ class Commit:
 
 @dataclass(frozen=True, eq=False)
 class CreateTemp:
-    """Materialize ``query`` as the temporary table ``name`` (dropped by the clean-up).
-    Compared and hashed by identity, so an engine can cache its rendering: rendering a big
-    query costs milliseconds, which a refresh must not pay every time."""
+    """Materialize ``query`` as the temporary ``table`` (dropped by the clean-up); the engine
+    renders both. Compared and hashed by identity, so an engine can cache its rendering:
+    rendering a big query costs milliseconds, which a refresh must not pay every time."""
 
-    name: str
+    table: exp.Table
     query: exp.Expr
 
 
@@ -105,15 +106,15 @@ Step = (Sql | Begin | Commit | CreateTemp | PinSnapshot | PinWindow | SetValues 
 )
 
 
-def with_cleanup(steps: Sequence[Step], drop: Callable[[str], Step]) -> list[Step]:
+def with_cleanup(steps: Sequence[Step], drop: Callable[[exp.Table], Step]) -> list[Step]:
     """``steps`` followed by the clean-up of every temporary object they create."""
-    names: dict[str, None] = {}
+    tables: dict[exp.Table, None] = {}  # in order, each once (tables compare by content)
     for step in steps:
         if isinstance(step, CreateTemp):
-            names[step.name] = None
-        elif isinstance(step, Sql) and step.creates:
-            names[step.creates] = None
-    return [*steps, *(drop(n) for n in names)]
+            tables[step.table] = None
+        elif isinstance(step, Sql) and step.creates is not None:
+            tables[step.creates] = None
+    return [*steps, *(drop(t) for t in tables)]
 
 
 def index_of(steps: Sequence[Step], kind: type) -> int:

@@ -45,12 +45,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 @pytest.fixture(scope="module")
 def outcomes(spark, request: pytest.FixtureRequest) -> dict[str, BaseException | None]:
     """The outcome of each of the test module's ``SCENARIOS`` selected for this run (``-k``),
-    run at once in parallel threads (``spark_harness.run_scenarios``)."""
-    from duckstream.testing.spark_harness import run_scenarios
+    run at once in parallel threads (``spark_harness.scenario_outcomes``); Spark's column
+    types are compared with the view's too where the module sets ``CHECK_TYPES``."""
+    from duckstream.testing.spark_harness import scenario_outcomes, selected_params
 
-    selected = [
-        item.callspec.params["name"]
-        for item in request.session.items
-        if item.nodeid.startswith(request.node.nodeid) and hasattr(item, "callspec")
-    ]
-    return run_scenarios(spark, request.module.SCENARIOS, selected)
+    names = selected_params(request, "name")
+    check_types = getattr(request.module, "CHECK_TYPES", False)
+    return scenario_outcomes(spark, request.module.SCENARIOS, names, check_types=check_types)

@@ -12,7 +12,9 @@ import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from duckstream.plan import CreateTemp, Sql, Step
 
@@ -62,6 +64,9 @@ class Target:
     @property
     def cursors_fqn(self) -> str:
         return f"{self.catalog}.{self.schema}.{self.cursors}"
+
+    def cursors_table(self) -> exp.Table:
+        return exp.table_(self.cursors, db=self.schema, catalog=self.catalog)
 
 
 MULT = "_ivm_mult"
@@ -122,6 +127,25 @@ class Engine(ABC):
         """A step storing the single value of ``query`` for :meth:`runtime_value`."""
 
     # -- statements ------------------------------------------------------------------------
+    def sql(self, expression: exp.Expr) -> str:
+        """``expression`` as this engine's SQL (its dialect quotes the names that need it)."""
+        return expression.sql(dialect=self.dialect)
+
+    def statement(self, expression: exp.Expr) -> Step:
+        """A step running the statement ``expression`` (built by a sink or an engine)."""
+        return Sql(self.sql(expression))
+
+    def pretty(self, statement: str) -> str:
+        """``statement`` reformatted for reading (parsed and rendered again in this engine's
+        dialect); unchanged when sqlglot does not understand it."""
+        try:
+            (parsed,) = sqlglot.parse(statement, read=self.dialect)
+        except (SqlglotError, ValueError):
+            return statement
+        if parsed is None or isinstance(parsed, exp.Command):
+            return statement  # not understood by sqlglot: keep it exactly
+        return parsed.sql(dialect=self.dialect, pretty=True)
+
     @abstractmethod
     def create_cursors_table(self) -> str: ...
 
@@ -130,8 +154,8 @@ class Engine(ABC):
         """``step`` as plain statements of this engine's SQL, for people and SQL clients."""
 
     @abstractmethod
-    def drop(self, name: str) -> Step:
-        """The clean-up step of the temporary object ``name``."""
+    def drop(self, table: exp.Table) -> Step:
+        """The clean-up step of the temporary ``table``."""
 
     @abstractmethod
     def pin_for_initialize(self) -> list[Step]:
@@ -152,23 +176,21 @@ class Engine(ABC):
         """Steps that make the view's table hold exactly the rows the sink's ``inserts``
         (``INSERT INTO <view table> ...``) add, at the pinned snapshots: empty it, then
         insert. An engine without transactions overrides this to make it one commit."""
-        return [
-            Sql(f"DELETE FROM {self.tgt.fqn}"),
-            *(Sql(i.sql(dialect=self.dialect)) for i in inserts),
-        ]
+        return [self.statement(exp.delete(self.tgt.table())), *map(self.statement, inserts)]
 
     def check_view(self, select: exp.Select, schema: dict | None) -> None:
         """Raise :class:`~duckstream.errors.UnsupportedSQLError` for a construct of the
         normalized view that this engine cannot maintain (``schema`` as in ``compile_ivm``)."""
         return None  # every construct the compiler accepts
 
-    def create_temp(self, name: str, query: exp.Expr) -> Step:
-        """A step materializing ``query`` as a temporary table ``name`` (the plan's clean-up
+    def create_temp(self, table: exp.Table, query: exp.Expr) -> Step:
+        """A step materializing ``query`` as the temporary ``table`` (the plan's clean-up
         drops it)."""
-        return CreateTemp(name, query)
+        return CreateTemp(table, query)
 
     @abstractmethod
-    def temp_table(self, name: str) -> exp.Table: ...
+    def temp_table(self, name: str) -> exp.Table:
+        """The temporary table called ``name`` (where this engine keeps temporary tables)."""
 
     @abstractmethod
     def copies(self, mult: exp.Expr) -> exp.Expr:

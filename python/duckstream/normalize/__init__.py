@@ -12,7 +12,9 @@ from duckstream.normalize.drop_order import drop_order
 from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.qualify_view import qualify_view
 from duckstream.normalize.rewrite_filtered_aggregates import rewrite_filtered_aggregates
+from duckstream.normalize.rewrite_union import rewrite_union
 from duckstream.normalize.validate import validate
+from duckstream.normalize.wrap_set_operation import wrap_set_operation
 
 
 def normalize(
@@ -38,6 +40,9 @@ def normalize(
         columns=columns,
     )
     validate(expression, has_schema=True, after_qualify=True)
+    # after validation: these introduce _ivm_ names
+    expression = rewrite_union(expression)
+    expression = wrap_set_operation(expression)
     assert isinstance(expression, exp.Select)
     return expression
 

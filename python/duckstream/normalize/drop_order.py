@@ -1,8 +1,11 @@
 """Drop ORDER BY without LIMIT: a table has no order, so it cannot change the view's rows.
+The same for a set operation's ORDER BY (``... UNION ALL ... ORDER BY 1``).
 
 >>> from sqlglot import parse_one
 >>> drop_order(parse_one("SELECT a FROM t ORDER BY a")).sql()
 'SELECT a FROM t'
+>>> drop_order(parse_one("SELECT a FROM t UNION ALL SELECT b FROM u ORDER BY 1")).sql()
+'SELECT a FROM t UNION ALL SELECT b FROM u'
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from sqlglot import exp
 
 def drop_order(expression: exp.Expr) -> exp.Expr:
     expression = expression.copy()
-    for select in expression.find_all(exp.Select):
+    for select in expression.find_all(exp.Select, exp.SetOperation):
         if select.args.get("order") and not select.args.get("limit"):
             select.set("order", None)
     return expression

@@ -35,7 +35,7 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
 from duckstream.errors import UnsupportedSQLError
-from duckstream.sinks.base import ident
+from duckstream.tree.base import ident
 
 
 def qualify_view(
@@ -98,8 +98,7 @@ def _output_spellings(expression: exp.Expr, columns: dict | None) -> dict[str, s
     written in the view's select list; for a column expanded from ``*``, as ``schema=`` or
     the derived table it comes from spells it."""
     spellings: dict[str, str] = {}
-    items = expression.expressions if isinstance(expression, exp.Select) else []
-    for item in items:
+    for item in _top_items(expression):
         if isinstance(item, exp.Alias):
             spellings[item.alias.lower()] = item.alias
         elif isinstance(item, exp.Column) and not isinstance(item.this, exp.Star):
@@ -126,8 +125,15 @@ def _schema_columns(columns: dict | None) -> list[str]:
     return found
 
 
+def _top_items(expression: exp.Expr) -> list[exp.Expr]:
+    """The select list naming the view's columns: the view's, or its first branch's."""
+    while isinstance(expression, exp.SetOperation | exp.Subquery):
+        expression = expression.this
+    return expression.expressions if isinstance(expression, exp.Select) else []
+
+
 def _restore_output_names(expression: exp.Expr, spellings: dict[str, str]) -> None:
-    for item in expression.expressions if isinstance(expression, exp.Select) else []:
+    for item in _top_items(expression):
         if isinstance(item, exp.Alias):
             name = spellings.get(item.alias.lower(), item.alias)
             item.set("alias", ident(name))

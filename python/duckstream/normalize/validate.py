@@ -63,10 +63,7 @@ def _fail(feature: str, node: exp.Expr, why: str) -> UnsupportedSQLError:
 
 def validate(expression: exp.Expr, *, has_schema: bool, after_qualify: bool = False) -> None:
     """Raise :class:`UnsupportedSQLError` for the first construct that cannot be maintained."""
-    if not isinstance(expression, exp.Select):
-        if isinstance(expression, exp.SetOperation):
-            kind = type(expression).__name__.lower()
-            raise _fail("set_operation", expression, f"{kind.upper()} is not supported yet")
+    if not isinstance(expression, exp.Select | exp.SetOperation):
         raise UnsupportedSQLError("statement", "the view must be a single SELECT statement")
     for node in expression.walk():
         _check(node, has_schema=has_schema, after_qualify=after_qualify)
@@ -91,11 +88,10 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
         if name in NONDETERMINISTIC:
             raise _fail("nondeterministic_function", node, "non-deterministic aggregate")
     if isinstance(node, exp.SetOperation):
-        kind = type(node).__name__.upper()
-        raise _fail("set_operation", node, f"{kind} is not supported yet")
+        _check_set_operation(node)
     if isinstance(node, exp.Select):
         _check_select(node, has_schema=has_schema, after_qualify=after_qualify)
-    in_from = isinstance(node.parent, exp.From | exp.Join | exp.Subquery)
+    in_from = isinstance(node.parent, exp.From | exp.Join | exp.Subquery | exp.SetOperation)
     if isinstance(node, exp.Exists | exp.Subquery) and not in_from:
         raise _fail("subquery", node, "subqueries outside FROM are not supported yet")
     if isinstance(node, exp.In) and node.args.get("query"):
@@ -110,6 +106,14 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
         raise _fail("table_function", node, "only tables and subqueries may stand in FROM")
     if isinstance(node, exp.Cube | exp.Rollup | exp.GroupingSets):
         raise _fail("grouping_sets", node, "ROLLUP / CUBE / GROUPING SETS are not supported")
+
+
+def _check_set_operation(node: exp.SetOperation) -> None:
+    kind = node.key.upper()
+    if node.args.get("by_name"):
+        raise _fail("set_operation", node, f"{kind} BY NAME is not supported (list the columns)")
+    if node.args.get("side") or node.args.get("kind") or node.args.get("on"):
+        raise _fail("set_operation", node, f"this form of {kind} is not supported")
 
 
 def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) -> None:

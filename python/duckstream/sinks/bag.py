@@ -13,9 +13,9 @@ from sqlglot import exp
 
 from duckstream.engines.base import MULT, Version
 from duckstream.plan import Step
-from duckstream.sinks.base import Sink, col
+from duckstream.sinks.base import Sink
 from duckstream.tree.aggregate import null_safe_match
-from duckstream.tree.base import Context, Relation
+from duckstream.tree.base import Context, Relation, col
 
 ROW = "_ivm_row"
 
@@ -37,9 +37,9 @@ class BagSink(Sink):
         cols = [col(c, "_ivm_v") for c in self.visible_columns()]
         return exp.select(*cols, exp.alias_(number, ROW)).from_(exp.paren(query).as_("_ivm_v"))
 
-    def create_mv(self) -> str:
+    def no_rows(self) -> exp.Select:
         state = self.relation.state(self.ctx, Version.CURRENT)
-        query = (
+        return (
             exp.select(
                 *(col(c, "_ivm_v") for c in self.visible_columns()),
                 exp.alias_(exp.cast(exp.Literal.number(0), exp.DataType.build("bigint")), ROW),
@@ -48,7 +48,6 @@ class BagSink(Sink):
             .where(exp.false())
             .limit(0)
         )
-        return f"CREATE OR REPLACE TABLE {self.mv} AS {query.sql(self.engine.dialect)}"
 
     def all_columns(self) -> list[str]:
         return [*self.visible_columns(), ROW]
@@ -84,8 +83,8 @@ class BagSink(Sink):
                 exp.alias_(exp.Neg(this=col(MULT, "d")), "_ivm_k"),
                 exp.alias_(number, "_ivm_rn"),
             )
-            .from_(self.engine.tgt.table().as_("m"))
-            .join(exp.to_table(delta).as_("d"), on=match)
+            .from_(self.mv_table().as_("m"))
+            .join(delta.as_("d"), on=match)
             .where(exp.LT(this=col(MULT, "d"), expression=exp.Literal.number(0)))
         )
         doomed = (
@@ -98,8 +97,8 @@ class BagSink(Sink):
                 *(col(c, "d") for c in cols),
                 exp.alias_(self.engine.copies(col(MULT, "d")), "_ivm_c"),
             )
-            .from_(exp.to_table(delta).as_("d"))
-            .where(f"d.{MULT} > 0")
+            .from_(delta.as_("d"))
+            .where(exp.GT(this=col(MULT, "d"), expression=exp.Literal.number(0)))
         )
         return [
             self.engine.create_temp(delta, numbered_net),

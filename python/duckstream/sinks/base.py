@@ -2,39 +2,28 @@
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 
 from sqlglot import exp
 
 from duckstream.plan import Step
-from duckstream.tree.base import Context
-
-_PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
-
-
-def ident(name: str) -> exp.Identifier:
-    """An identifier for a column name, quoted only when it has to be."""
-    return exp.to_identifier(name, quoted=not _PLAIN.match(name))
-
-
-def col(name: str, table: str | None = None) -> exp.Column:
-    return exp.Column(this=ident(name), table=exp.to_identifier(table) if table else None)
+from duckstream.tree.base import Context, col, ident
 
 
 class Sink(ABC):
+    """Builds the view table's statements as expressions; the engine renders them."""
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.engine = ctx.engine
 
-    @property
-    def mv(self) -> str:
-        return self.engine.tgt.fqn
+    def mv_table(self) -> exp.Table:
+        """The view's table: a new node each call (a node belongs to one tree)."""
+        return self.engine.tgt.table()
 
-    def temp(self, purpose: str) -> str:
-        return self.engine.temp_table(f"_ivm_{self.engine.slug()}_{purpose}").sql(
-            self.engine.dialect
-        )
+    def temp(self, purpose: str) -> exp.Table:
+        """A temporary table of the refresh; copy it to place it in more than one tree."""
+        return self.engine.temp_table(f"_ivm_{self.engine.slug()}_{purpose}")
 
     @abstractmethod
     def visible_columns(self) -> list[str]: ...
@@ -45,13 +34,18 @@ class Sink(ABC):
 
     def _insert(self, query: exp.Query) -> exp.Insert:
         """``INSERT INTO <view table> (<all columns>) query``."""
-        return exp.insert(
-            query, self.engine.tgt.table(), columns=[ident(c) for c in self.all_columns()]
+        return exp.insert(query, self.mv_table(), columns=[ident(c) for c in self.all_columns()])
+
+    def create_mv(self) -> exp.Create:
+        """``CREATE OR REPLACE TABLE <view table> AS <no rows>``: the table with its visible
+        and hidden columns, typed as the view types them."""
+        return exp.Create(
+            this=self.mv_table(), kind="TABLE", replace=True, expression=self.no_rows()
         )
 
     @abstractmethod
-    def create_mv(self) -> str:
-        """Create the (empty) table with visible and hidden columns."""
+    def no_rows(self) -> exp.Query:
+        """A query of no rows with the table's columns (:meth:`all_columns`) and types."""
 
     @abstractmethod
     def populate(self) -> list[exp.Insert]:
@@ -61,6 +55,6 @@ class Sink(ABC):
     def maintain(self) -> list[Step]:
         """Apply the window's changes (inside the refresh transaction)."""
 
-    def query_mv(self) -> str:
-        query = exp.select(*(col(c) for c in self.visible_columns())).from_(self.mv)
-        return query.sql(self.engine.dialect)
+    def query_mv(self) -> exp.Select:
+        """The view's rows: its table without the hidden columns."""
+        return exp.select(*(col(c) for c in self.visible_columns())).from_(self.mv_table())

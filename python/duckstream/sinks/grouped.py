@@ -18,9 +18,9 @@ from sqlglot import exp
 from duckstream.engines.base import MULT, Version
 from duckstream.plan import Step
 from duckstream.sinks.aggregates import AggregateSpec
-from duckstream.sinks.base import Sink, col
+from duckstream.sinks.base import Sink
 from duckstream.tree.aggregate import grouped, null_safe_match, restrict_to
-from duckstream.tree.base import Block, Context, Term, union_all
+from duckstream.tree.base import Block, Context, Term, col, union_all
 
 COUNT = "_ivm_count"
 
@@ -149,11 +149,10 @@ class GroupedSink(Sink):
         )
 
     # -- protocol --------------------------------------------------------------------------
-    def create_mv(self) -> str:
+    def no_rows(self) -> exp.Select:
         terms = [t.filtered(exp.false()) for t in self.block.state_terms(self.ctx, Version.CURRENT)]
         rows = union_all([self._grouped_state(t) for t in terms])
-        query = self._finish(rows, keep_empty=True).limit(0)
-        return f"CREATE OR REPLACE TABLE {self.mv} AS {query.sql(self.engine.dialect)}"
+        return self._finish(rows, keep_empty=True).limit(0)
 
     def populate(self) -> list[exp.Insert]:
         return [
@@ -246,15 +245,15 @@ class GroupedSink(Sink):
         )
         merge = (
             exp.select(*merged)
-            .from_(exp.to_table(delta).as_("d"))
-            .join(exp.to_table(self.mv).as_("o"), on=join_on, join_type="left")
+            .from_(delta.as_("d"))
+            .join(self.mv_table().as_("o"), on=join_on, join_type="left")
         )
         statements: list[Step] = [
             self.engine.create_temp(delta, self._delta_rows()),
             self.engine.create_temp(new, merge),
         ]
         state_cols = self.state_columns()
-        trusted = exp.select(*(col(c) for c in state_cols)).from_(new)
+        trusted = exp.select(*(col(c) for c in state_cols)).from_(new.copy())
         rows: exp.Query = trusted
         if condition is not None:
             # (3) rescan the groups whose merged state cannot be trusted
@@ -262,7 +261,8 @@ class GroupedSink(Sink):
             count = "rescans"
             statements.append(
                 self.engine.set_runtime_value(
-                    count, exp.select(exp.Count(this=exp.Star())).from_(new).where("_ivm_rescan")
+                    count,
+                    exp.select(exp.Count(this=exp.Star())).from_(new.copy()).where("_ivm_rescan"),
                 )
             )
             guard = exp.GT(this=self.engine.runtime_value(count), expression=exp.Literal.number(0))
@@ -271,7 +271,7 @@ class GroupedSink(Sink):
             key_items = [exp.alias_(col(k), f"_ivm_k{i}") for i, k in enumerate(self.key_columns)]
             rescan_keys = (
                 exp.select(*(key_items or [exp.alias_(exp.Literal.number(1), "_ivm_one")]))
-                .from_(new)
+                .from_(new.copy())
                 .where("_ivm_rescan")
             )
             names = [f"_ivm_k{i}" for i in range(len(self.key_columns))]
@@ -291,10 +291,12 @@ class GroupedSink(Sink):
             )
             statements.append(self.engine.create_temp(rescan, recomputed))
             rows = exp.union(
-                trusted, exp.select(*(col(c) for c in state_cols)).from_(rescan), distinct=False
+                trusted,
+                exp.select(*(col(c) for c in state_cols)).from_(rescan.copy()),
+                distinct=False,
             )
         # (4) replace the affected groups
-        affected = exp.select(*([col(k) for k in unique_keys] or ["1"])).from_(new)
+        affected = exp.select(*([col(k) for k in unique_keys] or ["1"])).from_(new.copy())
         added = self._finish(rows, keep_empty=self.is_global)
         statements += self.engine.replace_rows(unique_keys, affected, added, self.all_columns())
         return statements

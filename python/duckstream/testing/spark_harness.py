@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from duckstream.testing.differential import (
     Update,
     check_result,
     quote_ident,
+    run_scenario,
     sql_literal,
 )
 
@@ -156,33 +157,61 @@ class SparkHarness:
         check_result(view_sql, context, expected, actual, self.check_names)
 
 
-def run_scenarios(
-    spark: SparkSession, scenarios: Mapping[str, Scenario], names: Sequence[str], threads: int = 3
+# -- fixed scenarios, several at once ------------------------------------------------------
+def scenario_outcomes(
+    spark: SparkSession,
+    scenarios: Mapping[str, Scenario],
+    names: list[str],
+    threads: int = 3,
+    check_types: bool = False,
 ) -> dict[str, BaseException | None]:
-    """Run the scenarios ``names`` at once: each in its own harness (Iceberg namespace) and
-    session of the one Spark context (``USE`` is per session), in parallel threads; the
-    outcome of each is ``None`` or the error it raised (a refusal too), for its test to
-    judge with :func:`expect_outcome`."""
+    """Maintain each named scenario (``tables``, ``view``, ``cycles``, ``compile_kwargs``,
+    ``names``: the output names when they are the point) in its own harness, checked after
+    every refresh, and compare ``query_mv``'s column names (and, with ``check_types``, Spark's
+    types) with the view's. The scenarios run in parallel threads, each in its own session of
+    the one Spark context (``USE`` is per session). Returns what each raised, or ``None``."""
+    harnesses = {name: SparkHarness(spark.newSession()) for name in names}
 
     def run(name: str) -> BaseException | None:
-        scenario = scenarios[name]
-        harness = SparkHarness(spark.newSession(), check_names=True)
+        scenario, harness = scenarios[name], harnesses[name]
         try:
             plan = scenario.run(harness)
+            session = harness.spark
+            session.sql(f"USE {harness.catalog}.{harness.schema}")
+            mv, view = session.sql(plan.query_mv), session.sql(to_spark(scenario.view))
+            assert mv.columns == view.columns, (
+                f"query_mv names {mv.columns}, the view's {view.columns}"
+            )
             if scenario.names is not None:
-                mv = harness.result(plan.query_mv)[0]
-                assert mv == scenario.names, f"query_mv names {mv}, expected {scenario.names}"
-        except BaseException as error:  # noqa: BLE001 - judged by the scenario's own test
+                assert mv.columns == scenario.names, (
+                    f"query_mv names {mv.columns}, expected {scenario.names}"
+                )
+            if check_types:
+                types = [f.dataType.simpleString() for f in mv.schema]
+                expected = [f.dataType.simpleString() for f in view.schema]
+                assert types == expected, f"query_mv types {types}, the view's {expected}"
+        except BaseException as error:  # noqa: BLE001 - reported by the scenario's own test
             return error
         return None
 
+    # A refusal is a compile error, reported as the scenario's outcome like any other.
     with ThreadPoolExecutor(threads) as pool:
         return dict(zip(names, pool.map(run, names), strict=True))
 
 
+def selected_params(request: Any, param: str) -> list[str]:
+    """The values of the parameter ``param`` of the tests of ``request``'s module that pytest
+    selected (``-k``): a module fixture runs only what will be asked for."""
+    return [
+        item.callspec.params[param]
+        for item in request.session.items
+        if item.nodeid.startswith(request.node.nodeid) and hasattr(item, "callspec")
+    ]
+
+
 def expect_outcome(scenario: Scenario, error: BaseException | None) -> None:
-    """Pass, fail or xfail a scenario's test by its outcome on Spark: a refusal it declares
-    must be that refusal; a declared gap must still fail (else it is stale)."""
+    """Assert a scenario's outcome: refused with ``spark_refused``'s feature, a known gap
+    (``spark_gap``: it must still fail, then xfail), or passed."""
     import pytest
 
     from duckstream.errors import UnsupportedSQLError

@@ -402,6 +402,7 @@ CONSTRUCTS = [
     "nested_twice",  # two levels of derived tables / CTEs
     "self_join",  # one table twice under two aliases
     "identifiers",  # upper-case and quoted table and column names, spelled in any case
+    "set_operations",  # UNION [ALL], INTERSECT [ALL], EXCEPT [ALL]: nested, in CTEs, grouped
 ]
 OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
 
@@ -678,6 +679,8 @@ def subquery(
 @st.composite
 def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bool = False):
     """A view over ``tables_`` (two of them) focused on ``construct`` (one of CONSTRUCTS)."""
+    if construct == "set_operations":
+        return draw(set_operation_views(tables_, portable))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -754,3 +757,141 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         sql, _ = draw(select(relations, shape, options))
     with_ = [c for c in ctes if c]
     return (f"WITH {', '.join(with_)} " if with_ else "") + sql
+
+
+# -- set operations ----------------------------------------------------------------------
+SET_OPERATORS = ["UNION ALL", "UNION", "INTERSECT", "INTERSECT ALL", "EXCEPT", "EXCEPT ALL"]
+# what a column of a set operation holds in every branch: branches agree on the kind, not
+# always on the type (INTEGER with BIGINT, DECIMAL with DOUBLE), as the engine unifies them
+SLOT_KINDS = ["int", "text", "num"]
+
+
+@st.composite
+def slot(draw, columns: list[tuple[str, str]], kind: str, grouped: bool) -> str:
+    """An expression of ``kind`` over ``columns`` (the key first); ``grouped``: in a
+    SELECT grouped by the key (aggregates, or the key itself)."""
+    key = columns[0][0]
+    text = [f"CAST({c} AS VARCHAR)" for c, _ in columns]
+    numeric = [c for c, t in columns if t in NUMERIC]
+    if grouped:
+        options = {
+            "int": [
+                key,
+                f"CAST({key} AS BIGINT)",
+                "count(*)",
+                f"count({draw(st.sampled_from(columns))[0]})",
+            ],
+            "text": [
+                f"CAST({key} AS VARCHAR)",
+                *(f"min({t})" for t in text),
+                *(f"max({t})" for t in text),
+            ],
+            "num": [key, *(f"min({c})" for c in numeric), *(f"sum({c})" for c in numeric)],
+        }[kind]
+    else:
+        options = {
+            "int": [key, key, f"CAST({key} AS BIGINT)", f"length({draw(st.sampled_from(text))})"],
+            "text": [*text, f"CASE WHEN {key} > 0 THEN 'pos' WHEN {key} < 0 THEN 'neg' END"],
+            "num": [key, *numeric, f"CAST({key} AS DOUBLE) / 2"],
+        }[kind]
+    return draw(st.sampled_from(options))
+
+
+@st.composite
+def set_branch(
+    draw, tables_: list[TableSpec], kinds: list[str], first: bool
+) -> tuple[str, list[str]]:
+    """One SELECT of a set operation: a table (or two joined on the key) projected, made
+    DISTINCT or grouped by the key into ``kinds``; its SQL and output names (the first
+    branch's name the set operation's columns)."""
+    shape = draw(st.sampled_from(["project", "project", "distinct", "aggregate", "join"]))
+    if shape == "join" and len(tables_) > 1:
+        relations = [draw(table_relation(tables_[0], "a")), draw(table_relation(tables_[-1], "b"))]
+    else:
+        relations = [draw(table_relation(draw(st.sampled_from(tables_))))]
+    columns = _qualified(relations)
+    from_, conditions = draw(_joined(relations))
+    if draw(st.booleans()):
+        conditions.append(draw(predicate(columns)))
+    grouped = shape == "aggregate"
+    items, names = [], []
+    for i, kind in enumerate(kinds):
+        expr = draw(slot(columns, kind, grouped))
+        bare = expr.split(".")[-1]
+        if expr == columns[0][0] and bare not in names and draw(st.booleans()):
+            items.append(expr)  # unaliased: the column names it
+            names.append(bare)
+        else:
+            name = f"{'o' if first else 'p'}{i}"
+            items.append(f"{expr} AS {name}")
+            names.append(name)
+    distinct = "DISTINCT " if shape == "distinct" else ""
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    sql = f"SELECT {distinct}{', '.join(items)} FROM {from_}{where}"
+    if grouped:
+        sql += f" GROUP BY {columns[0][0]}"
+        if draw(st.integers(0, 3)) == 0:
+            sql += " HAVING count(*) > 1"
+    return sql, names
+
+
+@st.composite
+def set_operation(draw, tables_: list[TableSpec], kinds: list[str]) -> tuple[str, list[str]]:
+    """Two or three branches joined by set operators, nested either way."""
+    left, names = draw(set_branch(tables_, kinds, first=True))
+    right, _ = draw(set_branch(tables_, kinds, first=False))
+    sql = f"{left} {draw(st.sampled_from(SET_OPERATORS))} {right}"
+    if draw(st.integers(0, 2)) == 0:
+        third, _ = draw(set_branch(tables_, kinds, first=False))
+        op = draw(st.sampled_from(SET_OPERATORS))
+        sql = draw(
+            st.sampled_from(
+                [
+                    f"{sql} {op} {third}",
+                    f"({sql}) {op} {third}",
+                    f"{left} {op} ({right} {draw(st.sampled_from(SET_OPERATORS))} {third})",
+                ]
+            )
+        )
+    return sql, names
+
+
+@st.composite
+def set_operation_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
+    """A view with set operations: at the top (maybe with ORDER BY), or in a derived table or
+    CTE read by a projection, DISTINCT, GROUP BY (aggregates over a UNION ALL) or a join.
+    Every expression it draws is portable (DuckDB and Spark); ``portable`` is accepted for
+    the same signature as :func:`construct_views`."""
+    count = draw(st.integers(1, 3))
+    kinds = ["int", *(draw(st.sampled_from(SLOT_KINDS)) for _ in range(count - 1))]
+    body, names = draw(set_operation(tables_, kinds))
+    placement = draw(st.sampled_from(["top", "top", "derived", "cte"]))
+    if placement == "top":
+        return body + (" ORDER BY 1" if draw(st.integers(0, 3)) == 0 else "")
+    source = "s" if placement == "cte" else f"({body}) AS s"
+    s = [f"s.{n}" for n in names]
+    outer = draw(st.sampled_from(["project", "distinct", "aggregate", "global", "join"]))
+    if outer == "join" and len(tables_) > 1:
+        t1 = draw(table_relation(tables_[-1], "b1"))
+        on = f"{s[0]} = b1.{t1.columns[0][0]}"
+        other = draw(st.sampled_from(t1.columns))[0]
+        select = f"SELECT {', '.join(s)}, b1.{other} AS x FROM {source} JOIN {t1.source} ON {on}"
+    elif outer in ("aggregate", "global"):
+        aggregates = [
+            "count(*) AS n",
+            f"count({s[-1]}) AS c",
+            f"min({s[-1]}) AS lo",
+            f"max({s[0]}) AS hi",
+        ]
+        picked = ", ".join(
+            draw(st.lists(st.sampled_from(aggregates), min_size=1, max_size=3, unique=True))
+        )
+        if outer == "global":
+            select = f"SELECT {picked} FROM {source}"
+        else:
+            select = f"SELECT {s[0]}, {picked} FROM {source} GROUP BY {s[0]}"
+    else:
+        distinct = "DISTINCT " if outer == "distinct" else ""
+        where = f" WHERE {s[0]} IS NOT NULL" if draw(st.booleans()) else ""
+        select = f"SELECT {distinct}{', '.join(s)} FROM {source}{where}"
+    return f"WITH s AS ({body}) {select}" if placement == "cte" else select

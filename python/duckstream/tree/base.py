@@ -13,6 +13,7 @@ the view itself, whether or not they are qualified, without knowing the source s
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,18 @@ from dataclasses import dataclass, field, replace
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Engine, Source, Version
+
+_PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def ident(name: str) -> exp.Identifier:
+    """An identifier for a column name, quoted only when it has to be."""
+    return exp.to_identifier(name, quoted=not _PLAIN.match(name))
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    """A reference to the column ``name`` (of ``table``), quoted only when it has to be."""
+    return exp.Column(this=ident(name), table=exp.to_identifier(table) if table else None)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """Build the operator tree of a normalized SELECT, bottom-up.
 
 A SELECT block becomes Join (its FROM leaves) -> Filter (WHERE) -> Project / Distinct /
-Aggregate; a subquery in FROM becomes a Derived leaf over its own tree. The top of the view
-is not built here: the compiler hands its block to a sink (see ``duckstream.sinks``).
+Aggregate; a subquery in FROM becomes a Derived leaf over its own tree; a set operation
+becomes UnionAll or IntersectExcept over its branches' trees (``UNION`` was rewritten to
+DISTINCT over ``UNION ALL``). The top of the view is not built here: the compiler hands its
+block to a sink (see ``duckstream.sinks``).
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from duckstream.engines.base import Source
-from duckstream.errors import UnsupportedSQLError
+from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.tree.aggregate import Aggregate
 from duckstream.tree.base import Block, Context, Leaf, Relation
 from duckstream.tree.derived import Derived
 from duckstream.tree.distinct import Distinct
 from duckstream.tree.filter import Filter
+from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
 from duckstream.tree.project import Project
 from duckstream.tree.scan import Scan
+from duckstream.tree.union import UnionAll
 
 ResolveTable = Callable[[exp.Table], Source]
 
@@ -62,10 +66,15 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
         if isinstance(node, exp.Table):
             alias = alias or exp.TableAlias(this=exp.to_identifier(node.name))
             leaves.append(Scan(resolve(node), alias))
-        elif isinstance(node, exp.Subquery) and isinstance(node.this, exp.Select):
+        elif isinstance(node, exp.Subquery) and isinstance(
+            node.this, exp.Select | exp.SetOperation
+        ):
             if alias is None:
                 raise UnsupportedSQLError("derived_table", "a subquery in FROM needs an alias")
-            ctx.features.add("derived_table")
+            if not alias.name.startswith("_ivm_"):  # not one normalize made
+                ctx.features.add("derived_table")
+            elif alias.name == "_ivm_u":  # normalize.rewrite_union's
+                ctx.features.add("union")
             leaves.append(Derived(build_relation(node.this, ctx, resolve), alias))
         else:
             raise UnsupportedSQLError(
@@ -112,8 +121,14 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
     )
 
 
-def build_relation(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Relation:
-    """The closed operator of a SELECT used inside the view (a derived table)."""
+def build_relation(select: exp.Query, ctx: Context, resolve: ResolveTable) -> Relation:
+    """The closed operator of a SELECT or set operation used inside the view (a derived
+    table, a branch of a set operation)."""
+    while isinstance(select, exp.Subquery):  # a parenthesized branch
+        select = select.this
+    if isinstance(select, exp.SetOperation):
+        return build_set_operation(select, ctx, resolve)
+    assert isinstance(select, exp.Select), select
     parts = split_select(select, ctx, resolve)
     if parts.aggregated:
         ctx.features.add("aggregate")
@@ -130,3 +145,22 @@ def build_relation(select: exp.Select, ctx: Context, resolve: ResolveTable) -> R
         return Distinct(parts.block, parts.items, parts.names)
     ctx.features.add("project")
     return Project(parts.block, parts.items, parts.names)
+
+
+def build_set_operation(node: exp.SetOperation, ctx: Context, resolve: ResolveTable) -> Relation:
+    """``UNION ALL``, ``INTERSECT [ALL]`` or ``EXCEPT [ALL]`` over its two branches."""
+    left = build_relation(node.this, ctx, resolve)
+    right = build_relation(node.expression, ctx, resolve)
+    operation = node.key  # union, intersect, except
+    every = not node.args.get("distinct")
+    if len(left.columns()) != len(right.columns()):
+        raise ViewSQLError(
+            f"the branches of {operation.upper()} have {len(left.columns())} and"
+            f" {len(right.columns())} columns: `{node.sql()[:80]}`"
+        )
+    ctx.features.add(f"{operation}_all" if every else operation)
+    if operation == "union":
+        if not every:
+            raise AssertionError("UNION is rewritten to DISTINCT over UNION ALL first")
+        return UnionAll([left, right])
+    return IntersectExcept(operation, every, left, right)

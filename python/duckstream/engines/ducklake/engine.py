@@ -51,7 +51,8 @@ def _columns(source: Source) -> list[exp.Expr]:
 @functools.lru_cache(maxsize=4096)
 def _create_temp(step: CreateTemp) -> str:
     """Rendered once per step (by identity): a refresh runs the same steps every time."""
-    return f"CREATE OR REPLACE TEMP TABLE {step.name} AS {step.query.sql(dialect='duckdb')}"
+    table, query = step.table.sql(dialect="duckdb"), step.query.sql(dialect="duckdb")
+    return f"CREATE OR REPLACE TEMP TABLE {table} AS {query}"
 
 
 def render(step: Step) -> list[str]:
@@ -82,7 +83,7 @@ class DuckLakeEngine(Engine):
         return exp.Anonymous(this="getvariable", expressions=[exp.Literal.string(self._var(name))])
 
     def set_runtime_value(self, name: str, query: exp.Expr) -> Step:
-        return Sql(f"SET VARIABLE {self._var(name)} = ({query.sql(dialect='duckdb')})")
+        return Sql(f"SET VARIABLE {self._var(name)} = ({self.sql(query)})")
 
     # The window of one refresh (end snapshot per catalog, cursor and "changed" per source) is
     # one STRUCT variable (:meth:`pin_window`): each statement costs a DuckLake round trip.
@@ -190,24 +191,24 @@ class DuckLakeEngine(Engine):
                 .group_by("ALL")
                 .having(exp.NEQ(this=total.copy(), expression=exp.Literal.number(0)))
             )
-            statements.append(self.create_temp(self._changes_table(s).sql("duckdb"), netted))
+            statements.append(self.create_temp(self._changes_table(s), netted))
         return statements
 
     # -- statements ------------------------------------------------------------------------
     def create_cursors_table(self) -> str:
         """The append-only cursors log (see :mod:`duckstream.engines.ducklake.cursors`)."""
         return (
-            f"CREATE TABLE IF NOT EXISTS {self.tgt.cursors_fqn} ("
+            f"CREATE TABLE IF NOT EXISTS {self.sql(self.tgt.cursors_table())} ("
             "mv_name VARCHAR, source_table VARCHAR, table_id BIGINT, last_snapshot BIGINT)"
         )
 
     def render(self, step: Step) -> list[str]:
         return render(step)
 
-    def drop(self, name: str) -> Step:
+    def drop(self, table: exp.Table) -> Step:
         """Drop a temporary table of this refresh after its COMMIT (change copies, deltas):
         they live in the session, holding memory until the connection closes otherwise."""
-        return Cleanup(f"DROP TABLE IF EXISTS {name}")
+        return Cleanup(f"DROP TABLE IF EXISTS {self.sql(table)}")
 
     def _catalogs(self) -> list[str]:
         return sorted({s.catalog for s in self.sources} | {self.tgt.catalog})
@@ -292,19 +293,19 @@ class DuckLakeEngine(Engine):
         cursors = [
             (
                 s.fqn,
-                self._window_value(f"table_id_{s.index}").sql("duckdb"),
-                self._end(s.catalog).sql("duckdb"),
+                self.sql(self._window_value(f"table_id_{s.index}")),
+                self.sql(self._end(s.catalog)),
             )
             for s in self.sources
         ]
         mv = _lit(self.tgt.name)
         rows = ", ".join(f"({mv}, {_lit(fqn)}, {tid}, {snap})" for fqn, tid, snap in cursors)
-        where = f" WHERE {guard.sql('duckdb')}" if guard is not None else ""
+        where = f" WHERE {self.sql(guard)}" if guard is not None else ""
         return [
             Sql(ducklake_cursors.record(self.tgt.catalog, self.tgt.fqn, cursors)),
             Sql(
-                f"INSERT INTO {self.tgt.cursors_fqn} (mv_name, source_table, table_id,"
-                f" last_snapshot) SELECT * FROM (VALUES {rows}){where}"
+                f"INSERT INTO {self.sql(self.tgt.cursors_table())} (mv_name, source_table,"
+                f" table_id, last_snapshot) SELECT * FROM (VALUES {rows}){where}"
             ),
         ]
 
@@ -351,12 +352,10 @@ class DuckLakeEngine(Engine):
             else exp.true()
         )
         gone = exp.Exists(this=exp.select("1").from_(exp.paren(removed).as_("_ivm_k")).where(match))
-        names = ", ".join(exp.to_identifier(c, quoted=True).sql("duckdb") for c in columns)
-        mv = self.tgt.fqn
-        return [
-            Sql(f"DELETE FROM {mv} AS _ivm_t WHERE {gone.sql('duckdb')}"),
-            Sql(f"INSERT INTO {mv} ({names}) {added.sql('duckdb')}"),
-        ]
+        delete = exp.delete(self.tgt.table().as_("_ivm_t"), where=gone)
+        names = [exp.to_identifier(c, quoted=True) for c in columns]
+        insert = exp.insert(added, self.tgt.table(), columns=names)
+        return [self.statement(delete), self.statement(insert)]
 
     def fresh_row_ids_base(self) -> exp.Expr:
         # The MV catalog's snapshot at the start of this refresh, shifted left 32 bits: every

@@ -76,7 +76,8 @@ _ALIAS = re.compile(r"AS `(duckstream\.[^`]+)`")
 def _create_temp(step: CreateTemp) -> str:
     """Rendered once per step (by identity). LAZY: computed once, by the first statement that
     reads it, then reused."""
-    return f"CACHE LAZY TABLE {step.name} AS {step.query.sql(dialect=DIALECT)}"
+    table, query = step.table.sql(dialect=DIALECT), step.query.sql(dialect=DIALECT)
+    return f"CACHE LAZY TABLE {table} AS {query}"
 
 
 def value_query(step: PinSnapshot | PinWindow | SetValues) -> str:
@@ -100,7 +101,8 @@ def render(step: Step) -> list[str]:
         query = value_query(step)
         names = _ALIAS.findall(query)
         lines = "\n".join(f"-- {line}" for line in query.splitlines())
-        sets = "\n".join(f"SET {name} = <its value>;" for name in names)
+        # the script's joiner ends the last statement
+        sets = ";\n".join(f"SET {name} = <its value>" for name in names)
         return [f"-- the values below are the one row of:\n{lines}\n{sets}"]
     if isinstance(step, StopUnless):
         return [f"-- stop here (run only the clean-up) unless {step.value} is true"]
@@ -110,12 +112,6 @@ def render(step: Step) -> list[str]:
             f"-- commit the statement below with the snapshot properties {props}\n{step.statement}"
         ]
     raise TypeError(f"Iceberg plans have no {type(step).__name__} step")
-
-
-def _ref(source: Source) -> str:
-    """``source`` as a table reference in Spark SQL (quoted where Spark needs it); its
-    ``fqn`` stays the plain name that cursors are keyed by."""
-    return source.table().sql(DIALECT)
 
 
 class IcebergEngine(Engine):
@@ -132,13 +128,13 @@ class IcebergEngine(Engine):
         return placeholder(self._key(name))
 
     def _value(self, name: str) -> str:
-        return self.runtime_value(name).sql(DIALECT)
+        return self.sql(self.runtime_value(name))
 
     def set_runtime_value(self, name: str, query: exp.Expr) -> Step:
         value = exp.alias_(
             exp.Subquery(this=query), exp.to_identifier(self._key(name), quoted=True)
         )
-        return SetValues(f"SELECT {value.sql(DIALECT)}")
+        return SetValues(f"SELECT {self.sql(value)}")
 
     def _end(self, source: Source) -> str:
         return self._value(f"end_{source.index}")
@@ -163,8 +159,9 @@ class IcebergEngine(Engine):
             )
         return exp.select("*").from_(table)
 
-    def _changelog(self, source: Source) -> str:
-        return f"_ivm_{self.slug()}_changelog_{source.index}"
+    def _changelog(self, source: Source) -> exp.Table:
+        """The temp view of ``source``'s changes in the window (``create_changelog_view``)."""
+        return self.temp_table(f"_ivm_{self.slug()}_changelog_{source.index}")
 
     def changes(self, source: Source) -> exp.Expr:
         # The changelog view's columns are the table's, then _change_type (INSERT / DELETE;
@@ -176,32 +173,37 @@ class IcebergEngine(Engine):
             ifs=[exp.If(this=inserted, true=exp.Literal.number(1))], default=exp.Literal.number(-1)
         )
         mult = exp.alias_(exp.cast(sign, exp.DataType.build("bigint")), MULT)
-        return exp.select("*", mult).from_(exp.to_table(self._changelog(source)).as_("_ivm_c"))
+        return exp.select("*", mult).from_(self._changelog(source).as_("_ivm_c"))
 
     # -- statements ------------------------------------------------------------------------
     def create_cursors_table(self) -> str:
         return (
-            f"CREATE TABLE IF NOT EXISTS {self.tgt.cursors_fqn} (source_table STRING,"
-            " last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg"
-            " PARTITIONED BY (mv_name)"
+            f"CREATE TABLE IF NOT EXISTS {self.sql(self.tgt.cursors_table())}"
+            " (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING)"
+            " USING iceberg PARTITIONED BY (mv_name)"
         )
 
     def render(self, step: Step) -> list[str]:
         return render(step)
 
-    def drop(self, name: str) -> Step:
+    def drop(self, table: exp.Table) -> Step:
         """Drop a temp view (the runner runs these last, also after a failure)."""
-        return Cleanup(f"DROP VIEW IF EXISTS {name}")
+        return Cleanup(f"DROP VIEW IF EXISTS {self.sql(table)}")
 
-    def _current(self, table: str) -> str:
-        return f"(SELECT snapshot_id FROM {table}.refs WHERE name = 'main')"
+    def _current(self, table: exp.Table) -> str:
+        """The current snapshot of ``table`` (a query)."""
+        return f"(SELECT snapshot_id FROM {self._metadata(table, 'refs')} WHERE name = 'main')"
+
+    def _metadata(self, table: exp.Table, name: str) -> str:
+        """Iceberg's metadata table ``name`` (``snapshots``, ``history``, ...) of ``table``."""
+        return f"{self.sql(table)}.{name}"
 
     def _pinned_end(self, source: Source) -> str:
         missing = (
             f"duckstream: source {source.fqn} has no snapshot (never written, or re-created):"
             " commit to it first, e.g. INSERT INTO <table> SELECT * FROM <table> WHERE false"
         )
-        return f"coalesce({self._current(_ref(source))}, raise_error({lit(missing)}))"
+        return f"coalesce({self._current(source.table())}, raise_error({lit(missing)}))"
 
     def pin_for_initialize(self) -> list[Step]:
         if not self.sources:
@@ -217,12 +219,13 @@ class IcebergEngine(Engine):
     def _mv_cursors(self) -> str:
         """The summary of the MV's current snapshot, or of its latest ancestor that changed
         data when the current one is a compaction (``replace``, which carries no cursors)."""
-        mv = self.tgt.fqn
+        mv = self.tgt.table()
         latest = "struct(s.snapshot_id = r.snapshot_id, h.made_current_at)"
         return (
-            f"SELECT max_by(s.summary, {latest}) AS summary FROM {mv}.snapshots AS s"
-            f" JOIN {mv}.history AS h ON s.snapshot_id = h.snapshot_id"
-            f" CROSS JOIN {mv}.refs AS r"
+            f"SELECT max_by(s.summary, {latest}) AS summary"
+            f" FROM {self._metadata(mv, 'snapshots')} AS s"
+            f" JOIN {self._metadata(mv, 'history')} AS h ON s.snapshot_id = h.snapshot_id"
+            f" CROSS JOIN {self._metadata(mv, 'refs')} AS r"
             " WHERE r.name = 'main' AND h.is_current_ancestor AND s.operation <> 'replace'"
         )
 
@@ -259,9 +262,9 @@ class IcebergEngine(Engine):
             statements.append(
                 Sql(
                     f"CALL {s.catalog}.system.create_changelog_view("
-                    f"table => {lit(exp.table_(s.name, db=s.schema).sql(DIALECT))},"
+                    f"table => {lit(self.sql(exp.table_(s.name, db=s.schema)))},"
                     f" options => {options},"
-                    f" changelog_view => {lit(self._changelog(s))})",
+                    f" changelog_view => {lit(self._changelog(s).name)})",
                     creates=self._changelog(s),
                 )
             )
@@ -275,11 +278,11 @@ class IcebergEngine(Engine):
         refresh, before anything is committed; the runner reports that as a rebuild too."""
         items = []
         for s in self.sources:
-            t, ref, cursor = s.fqn, _ref(s), self._cursor(s)
-            log = f"{ref}.metadata_log_entries"
+            t, cursor = s.fqn, self._cursor(s)
+            log = self._metadata(s.table(), "metadata_log_entries")
             cases = [
                 (
-                    f"(SELECT count(*) FROM {ref}.history"
+                    f"(SELECT count(*) FROM {self._metadata(s.table(), 'history')}"
                     f" WHERE snapshot_id = {cursor} AND is_current_ancestor) = 0",
                     f"the cursor snapshot of {t} is no longer in its history: expired, or the"
                     " table was re-created, replaced or rolled back",
@@ -307,11 +310,11 @@ class IcebergEngine(Engine):
             return []
         return [
             Sql(
-                f"INSERT OVERWRITE {self.tgt.cursors_fqn}"
+                f"INSERT OVERWRITE {self.sql(self.tgt.cursors_table())}"
                 f" PARTITION (mv_name = {lit(self.tgt.name)})"
                 " SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id"
                 f" FROM VALUES {rows} AS v(source_table, last_snapshot)"
-                f" CROSS JOIN {self._current(self.tgt.fqn)} AS m"
+                f" CROSS JOIN {self._current(self.tgt.table())} AS m"
             )
         ]
 
@@ -332,10 +335,10 @@ class IcebergEngine(Engine):
             raise AssertionError("expected one INSERT to populate the view")
         overwrite = inserts[0].copy()
         overwrite.set("overwrite", True)
-        return [self._properties(overwrite.sql(dialect=DIALECT))]
+        return [self._properties(self.sql(overwrite))]
 
     def temp_table(self, name: str) -> exp.Table:
-        return exp.to_table(name)
+        return exp.table_(name)  # a temp view: session-scoped, one-part name
 
     def copies(self, mult: exp.Expr) -> exp.Expr:
         sequence = exp.Anonymous(this="sequence", expressions=[exp.Literal.number(1), mult])
@@ -345,7 +348,7 @@ class IcebergEngine(Engine):
         self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
     ) -> list[Step]:
         def ident(name: str) -> str:
-            return exp.to_identifier(name, quoted=True).sql(DIALECT)
+            return self.sql(exp.to_identifier(name, quoted=True))
 
         key_names = [f"_ivm_key{i}" for i in range(len(keys))]
         gone = ", ".join(
@@ -359,8 +362,8 @@ class IcebergEngine(Engine):
             + ["false AS _ivm_del"]
         )
         source = (
-            f"SELECT {gone} FROM ({removed.sql(DIALECT)}) AS _ivm_k\n  UNION ALL\n"
-            f"  SELECT {new} FROM ({added.sql(DIALECT)}) AS _ivm_a"
+            f"SELECT {gone} FROM ({self.sql(removed)}) AS _ivm_k\n  UNION ALL\n"
+            f"  SELECT {new} FROM ({self.sql(added)}) AS _ivm_a"
         )
         on = " AND ".join(
             ["_ivm_s._ivm_del"]
@@ -369,7 +372,8 @@ class IcebergEngine(Engine):
         names = ", ".join(ident(c) for c in columns)
         values = ", ".join(f"_ivm_s.{ident(c)}" for c in columns)
         merge = (
-            f"MERGE INTO {self.tgt.fqn} AS _ivm_t\nUSING ({source}) AS _ivm_s\nON {on}\n"
+            f"MERGE INTO {self.sql(self.tgt.table())} AS _ivm_t\n"
+            f"USING ({source}) AS _ivm_s\nON {on}\n"
             "WHEN MATCHED THEN DELETE\n"
             f"WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT ({names}) VALUES ({values})"
         )
@@ -377,8 +381,10 @@ class IcebergEngine(Engine):
 
     def fresh_row_ids_base(self) -> exp.Expr:
         # The largest row number in use: Iceberg answers max() from file statistics.
-        query = parse_one(f"SELECT coalesce(max(_ivm_row), 0) FROM {self.tgt.fqn}", dialect=DIALECT)
-        return exp.Subquery(this=query)
+        largest = exp.Coalesce(
+            this=exp.Max(this=exp.column("_ivm_row")), expressions=[exp.Literal.number(0)]
+        )
+        return exp.Subquery(this=exp.select(largest).from_(self.tgt.table()))
 
     def avg(self, total: exp.Expr, count: exp.Expr) -> exp.Expr:
         """Spark types AVG like its argument: DOUBLE for integers and doubles, and

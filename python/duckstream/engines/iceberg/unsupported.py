@@ -12,8 +12,9 @@ double sums are exact; so is a cast to an explicit DECIMAL(p, s)). DuckDB divide
 DOUBLE and is not affected; aggregates inside derived tables are recomputed per affected group
 and are not affected either.
 
-**An untyped NULL column** (``SELECT DISTINCT k, NULL AS z``): Spark types it ``void``, which
-an Iceberg table cannot hold. Way out: give it a type, ``CAST(NULL AS STRING) AS z``.
+**An untyped NULL column** (``SELECT DISTINCT k, NULL AS z``, or a set operation whose branches
+all give NULL there): Spark types it ``void``, which an Iceberg table cannot hold. Way out:
+give it a type, ``CAST(NULL AS STRING) AS z``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ FEATURE = "spark_unsupported"
 def check_view(select: exp.Select, schema: dict | None) -> None:
     """Raise :class:`UnsupportedSQLError` (feature ``spark_unsupported``) for a construct
     this engine cannot maintain exactly."""
-    for item in select.expressions:
+    for item in [*select.expressions, *_null_in_every_branch(select)]:
         if isinstance(item.unalias(), exp.Null):
             raise UnsupportedSQLError(
                 FEATURE,
@@ -52,6 +53,31 @@ def check_view(select: exp.Select, schema: dict | None) -> None:
                             " precision drifts as deltas merge); cast it, e.g. CAST(sum(x) AS"
                             f" DOUBLE), or pass schema= if it is not DECIMAL: `{division.sql()}`",
                         )
+
+
+def _null_in_every_branch(select: exp.Select) -> list[exp.Expr]:
+    """The items of set operations that are an untyped NULL in every branch (Spark types the
+    column void; a NULL in some branches only takes the others' type)."""
+    found = []
+    for operation in select.find_all(exp.SetOperation):
+        parent = operation.parent
+        while isinstance(parent, exp.Subquery) and not parent.alias:
+            parent = parent.parent
+        if isinstance(parent, exp.SetOperation):
+            continue  # a branch of a larger one: checked with it
+        for items in zip(*(b.expressions for b in _branches(operation)), strict=False):
+            if all(isinstance(i.unalias(), exp.Null) for i in items):
+                found.append(items[0])
+    return found
+
+
+def _branches(node: exp.Expr) -> list[exp.Select]:
+    """The SELECTs a set operation stacks, nested ones included."""
+    if isinstance(node, exp.Subquery):
+        return _branches(node.this)
+    if isinstance(node, exp.SetOperation):
+        return _branches(node.this) + _branches(node.expression)
+    return [node] if isinstance(node, exp.Select) else []
 
 
 def _annotated(select: exp.Select, schema: dict | None) -> exp.Select:

@@ -1,0 +1,63 @@
+-- python -m duckstream compile --dialect spark 'SELECT customer, SUM(amount) AS total, COUNT(*) AS n, COUNT(amount) AS counted, AVG(amount) AS mean, MIN(amount) AS lowest, MAX(amount) AS highest FROM orders GROUP BY customer'
+-- features: aggregate, avg, count, max, min, sum
+
+-- create_cursors_table
+CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+
+-- create_mv
+CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END AS total, _ivm_r._ivm_count AS n, _ivm_r._ivm_a2 AS counted, CASE WHEN _ivm_r._ivm_a3_n > 0 THEN ROUND(_ivm_r._ivm_a3 / NULLIF(_ivm_r._ivm_a3_n, 0), CASE WHEN TYPEOF(_ivm_r._ivm_a3) LIKE 'decimal(%' THEN CAST(REGEXP_EXTRACT(TYPEOF(_ivm_r._ivm_a3), '([0-9]+)[)]$') AS INT) + 4 ELSE 300 END) END AS mean, _ivm_r._ivm_a4 AS lowest, _ivm_r._ivm_a5 AS highest, _ivm_r._ivm_count, _ivm_r._ivm_a0, _ivm_r._ivm_a0_n, _ivm_r._ivm_a2, _ivm_r._ivm_a3, _ivm_r._ivm_a3_n, _ivm_r._ivm_a4, _ivm_r._ivm_a5 FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n, COUNT(orders.amount) AS _ivm_a2, SUM(orders.amount) AS _ivm_a3, COUNT(orders.amount) AS _ivm_a3_n, MIN(orders.amount) AS _ivm_a4, MAX(orders.amount) AS _ivm_a5 FROM dl.main.orders AS orders WHERE FALSE GROUP BY orders.customer) AS _ivm_r LIMIT 0;
+
+-- initialize_cursors
+-- the values below are the one row of:
+-- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
+--   e0 AS `duckstream.dl_main_mv.cursor_0`
+-- FROM (SELECT coalesce((SELECT snapshot_id FROM dl.main.orders.refs WHERE name = 'main'), raise_error('duckstream: source dl.main.orders has no snapshot (never written, or re-created): commit to it first, e.g. INSERT INTO <table> SELECT * FROM <table> WHERE false')) AS e0) AS pinned
+SET duckstream.dl_main_mv.end_0 = <its value>;
+SET duckstream.dl_main_mv.cursor_0 = <its value>;
+-- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
+INSERT OVERWRITE TABLE dl.main.mv (customer, total, n, counted, mean, lowest, highest, _ivm_count, _ivm_a0, _ivm_a0_n, _ivm_a2, _ivm_a3, _ivm_a3_n, _ivm_a4, _ivm_a5) SELECT _ivm_r.customer AS customer, CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END AS total, _ivm_r._ivm_count AS n, _ivm_r._ivm_a2 AS counted, CASE WHEN _ivm_r._ivm_a3_n > 0 THEN ROUND(_ivm_r._ivm_a3 / NULLIF(_ivm_r._ivm_a3_n, 0), CASE WHEN TYPEOF(_ivm_r._ivm_a3) LIKE 'decimal(%' THEN CAST(REGEXP_EXTRACT(TYPEOF(_ivm_r._ivm_a3), '([0-9]+)[)]$') AS INT) + 4 ELSE 300 END) END AS mean, _ivm_r._ivm_a4 AS lowest, _ivm_r._ivm_a5 AS highest, _ivm_r._ivm_count, _ivm_r._ivm_a0, _ivm_r._ivm_a0_n, _ivm_r._ivm_a2, _ivm_r._ivm_a3, _ivm_r._ivm_a3_n, _ivm_r._ivm_a4, _ivm_r._ivm_a5 FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n, COUNT(orders.amount) AS _ivm_a2, SUM(orders.amount) AS _ivm_a3, COUNT(orders.amount) AS _ivm_a3_n, MIN(orders.amount) AS _ivm_a4, MAX(orders.amount) AS _ivm_a5 FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders GROUP BY orders.customer) AS _ivm_r WHERE _ivm_r._ivm_count > 0;
+INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
+
+-- maintain
+-- the values below are the one row of:
+-- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
+--   c0 AS `duckstream.dl_main_mv.cursor_0`,
+--   e0 <> c0 AS `duckstream.dl_main_mv.changed_0`,
+--   e0 <> c0 AS `duckstream.dl_main_mv.changed`
+-- FROM (SELECT coalesce((SELECT snapshot_id FROM dl.main.orders.refs WHERE name = 'main'), raise_error('duckstream: source dl.main.orders has no snapshot (never written, or re-created): commit to it first, e.g. INSERT INTO <table> SELECT * FROM <table> WHERE false')) AS e0,
+--     coalesce(CAST(mv.summary['duckstream.cursor.dl.main.orders'] AS BIGINT), raise_error('duckstream: rebuild required: no cursor for source dl.main.orders in the snapshots of dl.main.mv (not initialized, or the table was written outside duckstream)')) AS c0
+--   FROM (SELECT max_by(s.summary, struct(s.snapshot_id = r.snapshot_id, h.made_current_at)) AS summary FROM dl.main.mv.snapshots AS s JOIN dl.main.mv.history AS h ON s.snapshot_id = h.snapshot_id CROSS JOIN dl.main.mv.refs AS r WHERE r.name = 'main' AND h.is_current_ancestor AND s.operation <> 'replace') AS mv) AS pinned
+SET duckstream.dl_main_mv.end_0 = <its value>;
+SET duckstream.dl_main_mv.cursor_0 = <its value>;
+SET duckstream.dl_main_mv.changed_0 = <its value>;
+SET duckstream.dl_main_mv.changed = <its value>;
+-- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
+SELECT CASE
+    WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0
+      THEN raise_error('duckstream: rebuild required: the cursor snapshot of dl.main.orders is no longer in its history: expired, or the table was re-created, replaced or rolled back')
+    WHEN (SELECT min_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries WHERE latest_snapshot_id = ${duckstream.dl_main_mv.cursor_0}) <> (SELECT max_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries)
+      THEN raise_error('duckstream: rebuild required: the schema of dl.main.orders changed')
+  END AS `dl.main.orders`;
+CALL dl.system.create_changelog_view(table => 'main.orders', options => map('start-snapshot-id', '${duckstream.dl_main_mv.cursor_0}', 'end-snapshot-id', '${duckstream.dl_main_mv.end_0}'), changelog_view => '_ivm_dl_main_mv_changelog_0');
+CACHE LAZY TABLE _ivm_dl_main_mv_delta AS SELECT _ivm_g0, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_count, SUM(_ivm_x0 * _ivm_mult) AS _ivm_a0, SUM(COALESCE(CASE WHEN NOT _ivm_x0 IS NULL THEN _ivm_mult END, 0)) AS _ivm_a0_n, SUM(COALESCE(CASE WHEN NOT _ivm_x2 IS NULL THEN _ivm_mult END, 0)) AS _ivm_a2, SUM(_ivm_x3 * _ivm_mult) AS _ivm_a3, SUM(COALESCE(CASE WHEN NOT _ivm_x3 IS NULL THEN _ivm_mult END, 0)) AS _ivm_a3_n, MIN(CASE WHEN _ivm_mult > 0 THEN _ivm_x4 END) AS _ivm_a4_ins, MIN(CASE WHEN _ivm_mult < 0 THEN _ivm_x4 END) AS _ivm_a4_del, MAX(CASE WHEN _ivm_mult > 0 THEN _ivm_x5 END) AS _ivm_a5_ins, MAX(CASE WHEN _ivm_mult < 0 THEN _ivm_x5 END) AS _ivm_a5_del FROM (SELECT _ivm_g0, _ivm_x0, _ivm_x2, _ivm_x3, _ivm_x4, _ivm_x5, SUM(_ivm_mult) AS _ivm_mult FROM (SELECT orders.customer AS _ivm_g0, orders.amount AS _ivm_x0, orders.amount AS _ivm_x2, orders.amount AS _ivm_x3, orders.amount AS _ivm_x4, orders.amount AS _ivm_x5, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0})) AS _ivm_dv GROUP BY _ivm_g0, _ivm_x0, _ivm_x2, _ivm_x3, _ivm_x4, _ivm_x5 HAVING SUM(_ivm_mult) <> 0) AS _ivm_net GROUP BY _ivm_g0;
+CACHE LAZY TABLE _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count, COALESCE(o._ivm_a0, 0) + COALESCE(d._ivm_a0, 0) AS _ivm_a0, COALESCE(o._ivm_a0_n, 0) + COALESCE(d._ivm_a0_n, 0) AS _ivm_a0_n, COALESCE(o._ivm_a2, 0) + COALESCE(d._ivm_a2, 0) AS _ivm_a2, COALESCE(o._ivm_a3, 0) + COALESCE(d._ivm_a3, 0) AS _ivm_a3, COALESCE(o._ivm_a3_n, 0) + COALESCE(d._ivm_a3_n, 0) AS _ivm_a3_n, LEAST(o._ivm_a4, d._ivm_a4_ins) AS _ivm_a4, GREATEST(o._ivm_a5, d._ivm_a5_ins) AS _ivm_a5, COALESCE(((NOT d._ivm_a4_del IS NULL AND (o._ivm_a4 IS NULL OR d._ivm_a4_del <= o._ivm_a4)) OR (NOT d._ivm_a5_del IS NULL AND (o._ivm_a5 IS NULL OR d._ivm_a5_del >= o._ivm_a5))), FALSE) AS _ivm_rescan FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0;
+-- the values below are the one row of:
+-- SELECT (SELECT COUNT(*) FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS `duckstream.dl_main_mv.rescans`
+SET duckstream.dl_main_mv.rescans = <its value>;
+CACHE LAZY TABLE _ivm_dl_main_mv_rescan AS SELECT customer, _ivm_count, _ivm_a0, _ivm_a0_n, _ivm_a2, _ivm_a3, _ivm_a3_n, _ivm_a4, _ivm_a5 FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n, COUNT(orders.amount) AS _ivm_a2, SUM(orders.amount) AS _ivm_a3, COUNT(orders.amount) AS _ivm_a3_n, MIN(orders.amount) AS _ivm_a4, MAX(orders.amount) AS _ivm_a5 FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders WHERE ${duckstream.dl_main_mv.rescans} > 0 AND EXISTS(SELECT 1 FROM (SELECT customer AS _ivm_k0 FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS _ivm_n WHERE _ivm_n._ivm_k0 IS NOT DISTINCT FROM orders.customer) GROUP BY orders.customer) AS _ivm_s WHERE ${duckstream.dl_main_mv.rescans} > 0;
+-- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
+MERGE INTO dl.main.mv AS _ivm_t
+USING (SELECT NULL AS `customer`, NULL AS `total`, NULL AS `n`, NULL AS `counted`, NULL AS `mean`, NULL AS `lowest`, NULL AS `highest`, NULL AS `_ivm_count`, NULL AS `_ivm_a0`, NULL AS `_ivm_a0_n`, NULL AS `_ivm_a2`, NULL AS `_ivm_a3`, NULL AS `_ivm_a3_n`, NULL AS `_ivm_a4`, NULL AS `_ivm_a5`, _ivm_k.`customer` AS _ivm_key0, true AS _ivm_del FROM (SELECT customer FROM _ivm_dl_main_mv_new) AS _ivm_k
+  UNION ALL
+  SELECT _ivm_a.`customer`, _ivm_a.`total`, _ivm_a.`n`, _ivm_a.`counted`, _ivm_a.`mean`, _ivm_a.`lowest`, _ivm_a.`highest`, _ivm_a.`_ivm_count`, _ivm_a.`_ivm_a0`, _ivm_a.`_ivm_a0_n`, _ivm_a.`_ivm_a2`, _ivm_a.`_ivm_a3`, _ivm_a.`_ivm_a3_n`, _ivm_a.`_ivm_a4`, _ivm_a.`_ivm_a5`, NULL AS _ivm_key0, false AS _ivm_del FROM (SELECT _ivm_r.customer AS customer, CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END AS total, _ivm_r._ivm_count AS n, _ivm_r._ivm_a2 AS counted, CASE WHEN _ivm_r._ivm_a3_n > 0 THEN ROUND(_ivm_r._ivm_a3 / NULLIF(_ivm_r._ivm_a3_n, 0), CASE WHEN TYPEOF(_ivm_r._ivm_a3) LIKE 'decimal(%' THEN CAST(REGEXP_EXTRACT(TYPEOF(_ivm_r._ivm_a3), '([0-9]+)[)]$') AS INT) + 4 ELSE 300 END) END AS mean, _ivm_r._ivm_a4 AS lowest, _ivm_r._ivm_a5 AS highest, _ivm_r._ivm_count, _ivm_r._ivm_a0, _ivm_r._ivm_a0_n, _ivm_r._ivm_a2, _ivm_r._ivm_a3, _ivm_r._ivm_a3_n, _ivm_r._ivm_a4, _ivm_r._ivm_a5 FROM (SELECT customer, _ivm_count, _ivm_a0, _ivm_a0_n, _ivm_a2, _ivm_a3, _ivm_a3_n, _ivm_a4, _ivm_a5 FROM _ivm_dl_main_mv_new WHERE NOT _ivm_rescan UNION ALL SELECT customer, _ivm_count, _ivm_a0, _ivm_a0_n, _ivm_a2, _ivm_a3, _ivm_a3_n, _ivm_a4, _ivm_a5 FROM _ivm_dl_main_mv_rescan) AS _ivm_r WHERE _ivm_r._ivm_count > 0) AS _ivm_a) AS _ivm_s
+ON _ivm_s._ivm_del AND _ivm_t.`customer` <=> _ivm_s._ivm_key0
+WHEN MATCHED THEN DELETE
+WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`customer`, `total`, `n`, `counted`, `mean`, `lowest`, `highest`, `_ivm_count`, `_ivm_a0`, `_ivm_a0_n`, `_ivm_a2`, `_ivm_a3`, `_ivm_a3_n`, `_ivm_a4`, `_ivm_a5`) VALUES (_ivm_s.`customer`, _ivm_s.`total`, _ivm_s.`n`, _ivm_s.`counted`, _ivm_s.`mean`, _ivm_s.`lowest`, _ivm_s.`highest`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a0`, _ivm_s.`_ivm_a0_n`, _ivm_s.`_ivm_a2`, _ivm_s.`_ivm_a3`, _ivm_s.`_ivm_a3_n`, _ivm_s.`_ivm_a4`, _ivm_s.`_ivm_a5`);
+INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
+DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
+DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;
+DROP VIEW IF EXISTS _ivm_dl_main_mv_new;
+DROP VIEW IF EXISTS _ivm_dl_main_mv_rescan;
+
+-- query_mv
+SELECT customer, total, n, counted, mean, lowest, highest FROM dl.main.mv;

@@ -1,0 +1,19 @@
+"""The set-operation scenarios of ``tests/test_set_operations.py`` on Spark + Iceberg, from
+the same view SQL (transpiled: Spark spells EXCEPT as Spark does), run at once by the
+``outcomes`` fixture (``tests/spark/conftest.py``): rows after every refresh, column names and
+Spark's column types compared with the view's."""
+
+from __future__ import annotations
+
+import pytest
+
+from duckstream.testing.spark_harness import expect_outcome
+from test_set_operations import SCENARIOS  # tests/ is on sys.path (its conftest)
+
+pytestmark = pytest.mark.spark
+CHECK_TYPES = True
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_set_operation_on_spark(outcomes: dict[str, BaseException | None], name: str) -> None:
+    expect_outcome(SCENARIOS[name], outcomes[name])
