@@ -142,3 +142,27 @@ def test_regex_column_names_and_struct_star(spark) -> None:
         assert rows(spark, "SELECT `(?!_ivm_).*` FROM db.r") == [(1, 2)]
     finally:
         spark.sql("SET spark.sql.parser.quotedRegexColumnNames = false")
+
+
+def test_union_of_two_snapshots_needs_remove_noop_union_excluded(spark, history: History) -> None:
+    """Spark 3.5 takes ``db.t`` at two snapshots for the same plan: RemoveNoopUnion keeps one
+    side of the UNION (a refresh reads sources at two snapshots in one query). The Iceberg
+    runner excludes the rule (its ``Begin``); with it excluded the union is right."""
+    from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION
+    from duckstream.engines.iceberg.runner import run_steps
+    from duckstream.plan import Begin
+
+    first, last = history.snapshots[0], history.snapshots[-1]
+    union = (
+        f"SELECT id FROM db.t VERSION AS OF {first} UNION SELECT id FROM db.t VERSION AS OF {last}"
+    )
+    session = spark.newSession()  # its own configuration
+    session.sql("USE lake")
+    session.conf.set(EXCLUDED_RULES, "org.apache.spark.sql.catalyst.optimizer.CombineFilters")
+    if sorted(rows(session, union)) == [(1,), (2,), (3,), (4,)]:
+        pytest.fail("Spark keeps both snapshots now: NOOP_UNION's exclusion may go")
+    run_steps(session, [Begin()])
+    assert session.conf.get(EXCLUDED_RULES) == (
+        f"org.apache.spark.sql.catalyst.optimizer.CombineFilters,{NOOP_UNION}"
+    )
+    assert sorted(rows(session, union)) == [(1,), (2,), (3,), (4,)]

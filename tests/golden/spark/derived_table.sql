@@ -8,6 +8,7 @@ CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snaps
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_v.customer, _ivm_v.total, CAST(0 AS BIGINT) AS _ivm_row FROM (SELECT t.customer AS customer, t.total AS total FROM (SELECT orders.customer AS customer, SUM(orders.amount) AS total FROM dl.main.orders AS orders GROUP BY orders.customer) AS t WHERE t.total > 15) AS _ivm_v WHERE FALSE LIMIT 0;
 
 -- initialize_cursors
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   e0 AS `duckstream.dl_main_mv.cursor_0`
@@ -19,6 +20,7 @@ INSERT OVERWRITE TABLE dl.main.mv (customer, total, _ivm_row) SELECT _ivm_v.cust
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   c0 AS `duckstream.dl_main_mv.cursor_0`,

@@ -8,6 +8,7 @@ CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snaps
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, _ivm_r._ivm_count FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count FROM dl.main.orders AS orders WHERE FALSE GROUP BY orders.customer) AS _ivm_r LIMIT 0;
 
 -- initialize_cursors
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   e0 AS `duckstream.dl_main_mv.cursor_0`
@@ -19,6 +20,7 @@ INSERT OVERWRITE TABLE dl.main.mv (customer, _ivm_count) SELECT _ivm_r.customer 
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   c0 AS `duckstream.dl_main_mv.cursor_0`,

@@ -8,6 +8,7 @@ CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snaps
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_a2 AS highest, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n, _ivm_r._ivm_a2 FROM (SELECT CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a1, COUNT(orders.amount) AS _ivm_a1_n, MAX(orders.amount) AS _ivm_a2 FROM dl.main.orders AS orders WHERE FALSE) AS _ivm_r LIMIT 0;
 
 -- initialize_cursors
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   e0 AS `duckstream.dl_main_mv.cursor_0`
@@ -19,6 +20,7 @@ INSERT OVERWRITE TABLE dl.main.mv (n, total, highest, _ivm_count, _ivm_a1, _ivm_
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   c0 AS `duckstream.dl_main_mv.cursor_0`,
@@ -44,7 +46,7 @@ CACHE LAZY TABLE _ivm_dl_main_mv_new AS SELECT COALESCE(o._ivm_count, 0) + d._iv
 -- the values below are the one row of:
 -- SELECT (SELECT COUNT(*) FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS `duckstream.dl_main_mv.rescans`
 SET duckstream.dl_main_mv.rescans = <its value>;
-CACHE LAZY TABLE _ivm_dl_main_mv_rescan AS SELECT _ivm_count, _ivm_a1, _ivm_a1_n, _ivm_a2 FROM (SELECT CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a1, COUNT(orders.amount) AS _ivm_a1_n, MAX(orders.amount) AS _ivm_a2 FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders WHERE ${duckstream.dl_main_mv.rescans} > 0 AND EXISTS(SELECT 1 FROM (SELECT 1 AS _ivm_one FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS _ivm_n WHERE TRUE)) AS _ivm_s WHERE ${duckstream.dl_main_mv.rescans} > 0;
+CACHE LAZY TABLE _ivm_dl_main_mv_rescan AS SELECT _ivm_count, _ivm_a1, _ivm_a1_n, _ivm_a2 FROM (SELECT CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a1, COUNT(orders.amount) AS _ivm_a1_n, MAX(orders.amount) AS _ivm_a2 FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders WHERE ${duckstream.dl_main_mv.rescans} > 0 AND EXISTS(SELECT 1 FROM (SELECT 1 AS _ivm_one FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS _ivm_a WHERE TRUE)) AS _ivm_s WHERE ${duckstream.dl_main_mv.rescans} > 0;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 MERGE INTO dl.main.mv AS _ivm_t
 USING (SELECT NULL AS `n`, NULL AS `total`, NULL AS `highest`, NULL AS `_ivm_count`, NULL AS `_ivm_a1`, NULL AS `_ivm_a1_n`, NULL AS `_ivm_a2`, true AS _ivm_del FROM (SELECT 1 FROM _ivm_dl_main_mv_new) AS _ivm_k

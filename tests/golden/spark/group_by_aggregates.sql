@@ -8,6 +8,7 @@ CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snaps
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END AS total, _ivm_r._ivm_count AS n, _ivm_r._ivm_a2 AS counted, CASE WHEN _ivm_r._ivm_a3_n > 0 THEN ROUND(_ivm_r._ivm_a3 / NULLIF(_ivm_r._ivm_a3_n, 0), CASE WHEN TYPEOF(_ivm_r._ivm_a3) LIKE 'decimal(%' THEN CAST(REGEXP_EXTRACT(TYPEOF(_ivm_r._ivm_a3), '([0-9]+)[)]$') AS INT) + 4 ELSE 300 END) END AS mean, _ivm_r._ivm_a4 AS lowest, _ivm_r._ivm_a5 AS highest, _ivm_r._ivm_count, _ivm_r._ivm_a0, _ivm_r._ivm_a0_n, _ivm_r._ivm_a2, _ivm_r._ivm_a3, _ivm_r._ivm_a3_n, _ivm_r._ivm_a4, _ivm_r._ivm_a5 FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n, COUNT(orders.amount) AS _ivm_a2, SUM(orders.amount) AS _ivm_a3, COUNT(orders.amount) AS _ivm_a3_n, MIN(orders.amount) AS _ivm_a4, MAX(orders.amount) AS _ivm_a5 FROM dl.main.orders AS orders WHERE FALSE GROUP BY orders.customer) AS _ivm_r LIMIT 0;
 
 -- initialize_cursors
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   e0 AS `duckstream.dl_main_mv.cursor_0`
@@ -19,6 +20,7 @@ INSERT OVERWRITE TABLE dl.main.mv (customer, total, n, counted, mean, lowest, hi
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   c0 AS `duckstream.dl_main_mv.cursor_0`,
@@ -44,7 +46,7 @@ CACHE LAZY TABLE _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, COALESCE(o
 -- the values below are the one row of:
 -- SELECT (SELECT COUNT(*) FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS `duckstream.dl_main_mv.rescans`
 SET duckstream.dl_main_mv.rescans = <its value>;
-CACHE LAZY TABLE _ivm_dl_main_mv_rescan AS SELECT customer, _ivm_count, _ivm_a0, _ivm_a0_n, _ivm_a2, _ivm_a3, _ivm_a3_n, _ivm_a4, _ivm_a5 FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n, COUNT(orders.amount) AS _ivm_a2, SUM(orders.amount) AS _ivm_a3, COUNT(orders.amount) AS _ivm_a3_n, MIN(orders.amount) AS _ivm_a4, MAX(orders.amount) AS _ivm_a5 FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders WHERE ${duckstream.dl_main_mv.rescans} > 0 AND EXISTS(SELECT 1 FROM (SELECT customer AS _ivm_k0 FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS _ivm_n WHERE _ivm_n._ivm_k0 IS NOT DISTINCT FROM orders.customer) GROUP BY orders.customer) AS _ivm_s WHERE ${duckstream.dl_main_mv.rescans} > 0;
+CACHE LAZY TABLE _ivm_dl_main_mv_rescan AS SELECT customer, _ivm_count, _ivm_a0, _ivm_a0_n, _ivm_a2, _ivm_a3, _ivm_a3_n, _ivm_a4, _ivm_a5 FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n, COUNT(orders.amount) AS _ivm_a2, SUM(orders.amount) AS _ivm_a3, COUNT(orders.amount) AS _ivm_a3_n, MIN(orders.amount) AS _ivm_a4, MAX(orders.amount) AS _ivm_a5 FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders WHERE ${duckstream.dl_main_mv.rescans} > 0 AND EXISTS(SELECT 1 FROM (SELECT customer AS _ivm_k0 FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS _ivm_a WHERE _ivm_a._ivm_k0 IS NOT DISTINCT FROM orders.customer) GROUP BY orders.customer) AS _ivm_s WHERE ${duckstream.dl_main_mv.rescans} > 0;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 MERGE INTO dl.main.mv AS _ivm_t
 USING (SELECT NULL AS `customer`, NULL AS `total`, NULL AS `n`, NULL AS `counted`, NULL AS `mean`, NULL AS `lowest`, NULL AS `highest`, NULL AS `_ivm_count`, NULL AS `_ivm_a0`, NULL AS `_ivm_a0_n`, NULL AS `_ivm_a2`, NULL AS `_ivm_a3`, NULL AS `_ivm_a3_n`, NULL AS `_ivm_a4`, NULL AS `_ivm_a5`, _ivm_k.`customer` AS _ivm_key0, true AS _ivm_del FROM (SELECT customer FROM _ivm_dl_main_mv_new) AS _ivm_k

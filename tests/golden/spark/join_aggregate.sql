@@ -8,6 +8,7 @@ CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snaps
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, _ivm_r.region AS region, _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT o.customer AS customer, c.region AS region, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(o.amount) AS _ivm_a1, COUNT(o.amount) AS _ivm_a1_n FROM dl.main.orders AS o JOIN dl.main.customers AS c ON o.customer = c.id WHERE FALSE GROUP BY o.customer, c.region) AS _ivm_r LIMIT 0;
 
 -- initialize_cursors
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   e0 AS `duckstream.dl_main_mv.cursor_0`,
@@ -23,6 +24,7 @@ INSERT OVERWRITE TABLE dl.main.mv (customer, region, n, total, _ivm_count, _ivm_
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   c0 AS `duckstream.dl_main_mv.cursor_0`,

@@ -8,6 +8,7 @@ CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snaps
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_v.id, _ivm_v.region, _ivm_v.manager, CAST(0 AS BIGINT) AS _ivm_row FROM (SELECT o.id AS id, c.region AS region, r.manager AS manager FROM dl.main.orders AS o JOIN dl.main.customers AS c ON o.customer = c.id JOIN dl.main.regions AS r ON c.region = r.name) AS _ivm_v WHERE FALSE LIMIT 0;
 
 -- initialize_cursors
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   e0 AS `duckstream.dl_main_mv.cursor_0`,
@@ -27,6 +28,7 @@ INSERT OVERWRITE TABLE dl.main.mv (id, region, manager, _ivm_row) SELECT _ivm_v.
 INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}), ('dl.main.regions', ${duckstream.dl_main_mv.end_2}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
+SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
 -- the values below are the one row of:
 -- SELECT e0 AS `duckstream.dl_main_mv.end_0`,
 --   c0 AS `duckstream.dl_main_mv.cursor_0`,

@@ -16,7 +16,9 @@ arguments) and has no multi-statement transactions, so a Spark plan's steps
     Runs after every other step, also when one failed.
 
 This module does exactly that, substituting ``${...}`` itself (so it does not depend on
-``spark.sql.variable.substitute`` or change the session configuration), and raises
+``spark.sql.variable.substitute``; the one setting it changes is ``Begin``'s: Spark's
+optimizer rule RemoveNoopUnion excluded, see
+:data:`~duckstream.engines.iceberg.engine.NOOP_UNION`), and raises
 :class:`RebuildRequired` when a refresh cannot read its window from Iceberg.
 
 ``refresh(spark, plan)`` (``strategy="auto"``) first estimates the window from Iceberg
@@ -33,11 +35,12 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from duckstream.engines.iceberg.engine import render, value_query
+from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION, render, value_query
 from duckstream.engines.iceberg.estimate import choose
 from duckstream.engines.iceberg.session import sql_with_commit_properties
 from duckstream.errors import DuckstreamError, RebuildRequired
 from duckstream.plan import (
+    Begin,
     Cleanup,
     CommitWith,
     IVMPlan,
@@ -97,6 +100,13 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
     """Run one step; False when a :class:`StopUnless` ends the run."""
     if isinstance(step, StopUnless):
         return run.substitute(step.value).strip() == "true"
+    if isinstance(step, Begin):
+        # Excluded for the session and left so: restoring it would race with refreshes on
+        # other threads of the same session (dbt runs models on threads).
+        rules = [r.strip() for r in (spark.conf.get(EXCLUDED_RULES, None) or "").split(",")]
+        if NOOP_UNION not in rules:
+            spark.conf.set(EXCLUDED_RULES, ",".join([*filter(None, rules), NOOP_UNION]))
+        return True
     if isinstance(step, PinSnapshot | PinWindow | SetValues):
         sql = run.substitute(value_query(step))
         rows = spark.sql(sql).collect()
