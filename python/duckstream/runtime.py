@@ -1,4 +1,5 @@
-"""Run a plan: ``setup`` once, then ``refresh``, on the engine the plan was compiled for.
+"""Run a plan: ``setup`` once, then ``refresh``, on the engine the plan was compiled for; and
+``schema_of``, the tables' columns ``compile_ivm`` needs to expand ``SELECT *``.
 
 ``setup(con, plan)`` and ``refresh(con, plan, strategy="auto")`` take a DuckDB connection for
 a DuckDB plan (:mod:`duckstream.engines.ducklake.runner`) and a Spark session for a Spark plan
@@ -42,3 +43,24 @@ def refresh(
     from duckstream.engines.ducklake import runner as ducklake
 
     return ducklake.refresh(con, plan, strategy, policy)
+
+
+def schema_of(
+    con: Any, sql: str, *, catalog: str | None = None, schema: str | None = None
+) -> dict[str, Any]:
+    """The columns and types of the tables ``sql`` reads, as ``compile_ivm``'s ``schema=``
+    wants them (``SELECT *`` over a table and ``NATURAL JOIN`` need it; with it, refreshes
+    read only the columns the view uses). ``con`` is a DuckDB connection or a Spark session
+    (then ``sql`` is Spark SQL); pass the ``mv_catalog`` and ``mv_schema`` you compile with,
+    which default to the connection's current ones::
+
+        plan = compile_ivm(sql, mv_name="v", mv_catalog="lake", mv_schema="main",
+                           schema=schema_of(con, sql, catalog="lake", schema="main"))
+    """
+    if hasattr(con, "sparkContext"):
+        from duckstream.engines.iceberg.schema import schema_of as iceberg_schema_of
+
+        return iceberg_schema_of(con, sql, catalog=catalog, schema=schema)
+    from duckstream.engines.ducklake.schema import schema_of as ducklake_schema_of
+
+    return ducklake_schema_of(con, sql, catalog=catalog, schema=schema)

@@ -1,7 +1,9 @@
 """Spark + Apache Iceberg support: a local, offline Spark session with an Iceberg catalog, and
-the runner for compiled Spark plans (``setup`` once, then ``refresh``)."""
+the runner for compiled Spark plans (``setup`` once, then ``refresh``), and ``schema_of``
+(the tables' columns, for ``compile_ivm(..., schema=)``)."""
 
 from duckstream.engines.iceberg.runner import RebuildRequired, refresh, run_steps, setup
+from duckstream.engines.iceberg.schema import schema_of
 from duckstream.engines.iceberg.session import local_session, sql_with_commit_properties
 
 __all__ = [
@@ -9,6 +11,7 @@ __all__ = [
     "local_session",
     "refresh",
     "run_steps",
+    "schema_of",
     "setup",
     "sql_with_commit_properties",
 ]

@@ -21,6 +21,7 @@ from sqlglot import exp
 
 from duckstream.compiler import compile_ivm
 from duckstream.engines.ducklake.runner import run_statements
+from duckstream.engines.ducklake.schema import schema_of
 from duckstream.plan import IVMPlan
 from duckstream.runtime import refresh, setup
 
@@ -171,6 +172,11 @@ def check_result(
         )
 
 
+# ``compile_kwargs={"schema": FROM_CATALOG}``: the harness reads the tables' columns from its
+# catalog with ``schema_of`` once they exist, as a user of the Python API would.
+FROM_CATALOG: Any = object()
+
+
 class Lakehouse(Protocol):
     """What :func:`run_scenario` needs from an engine's harness (DuckLake, Spark + Iceberg)."""
 
@@ -245,6 +251,10 @@ class DuckLakeHarness:
             run_statements(self.con, ["BEGIN TRANSACTION", *statements, "COMMIT"])
 
     def compile(self, view_sql: str, mv_name: str = "mv", **kwargs: Any) -> IVMPlan:
+        if kwargs.get("schema") is FROM_CATALOG:
+            kwargs["schema"] = schema_of(
+                self.con, view_sql, catalog=self.catalog, schema=self.schema
+            )
         if self.placement:
             kwargs.setdefault(
                 "sources",

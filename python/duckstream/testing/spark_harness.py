@@ -23,8 +23,10 @@ from sqlglot import exp
 
 from duckstream.compiler import compile_ivm
 from duckstream.engines.iceberg.runner import refresh, setup
+from duckstream.engines.iceberg.schema import schema_of
 from duckstream.plan import IVMPlan
 from duckstream.testing.differential import (
+    FROM_CATALOG,
     Batch,
     Change,
     Insert,
@@ -121,6 +123,10 @@ class SparkHarness:
                 self.spark.sql(statement)
 
     def compile(self, view_sql: str, mv_name: str = "mv", **kwargs: Any) -> IVMPlan:
+        if kwargs.get("schema") is FROM_CATALOG:
+            kwargs["schema"] = schema_of(
+                self.spark, to_spark(view_sql), catalog=self.catalog, schema=self.schema
+            )
         return compile_ivm(
             to_spark(view_sql),
             dialect="spark",

@@ -18,6 +18,7 @@ import sqlglot
 from sqlglot import exp
 
 from duckstream.connection import Connection
+from duckstream.engines.ducklake.schema import candidates
 
 ViewKey = tuple[str, str, str]
 
@@ -43,39 +44,6 @@ def expand_views(
     if not _inline(tree, views, catalog, schema, dialect, depth=0):
         return sql
     return tree.sql(dialect=dialect)
-
-
-def table_columns(
-    con: Connection, sql: str, *, catalog: str, schema: str, dialect: str = "duckdb"
-) -> dict[str, dict[str, dict[str, dict[str, str]]]]:
-    """Columns and types of the tables ``sql`` reads, nested by catalog and schema.
-
-    The compiler's ``schema=`` argument: it lets ``SELECT *`` expand (dbt staging views often
-    are ``select *``). Columns named ``_ivm_*`` are left out: ``*`` over an ``incremental_ivm``
-    model's table means its visible columns.
-    """
-    tree = sqlglot.parse_one(sql, dialect=dialect)
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    wanted: set[ViewKey] = set()
-    for table in tree.find_all(exp.Table):
-        if isinstance(table.this, exp.Identifier):
-            wanted.update(_candidates(table, catalog, schema, ctes))
-    if not wanted:
-        return {}
-    keys = ", ".join("(?, ?, ?)" for _ in wanted)
-    rows = con.execute(
-        "SELECT c.database_name, c.schema_name, c.table_name, c.column_name, c.data_type"
-        f" FROM duckdb_columns() AS c JOIN (VALUES {keys}) AS w(d, s, t)"
-        " ON lower(c.database_name) = w.d AND lower(c.schema_name) = w.s"
-        " AND lower(c.table_name) = w.t"
-        " WHERE NOT starts_with(c.column_name, '_ivm_') ORDER BY c.column_index",
-        [part for key in sorted(wanted) for part in key],
-    ).fetchall()
-    columns: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
-    for database, schema_name, table_name, column, data_type in rows:
-        tables = columns.setdefault(database, {}).setdefault(schema_name, {})
-        tables.setdefault(table_name, {})[column] = data_type
-    return columns
 
 
 def catalog_views(con: Connection) -> dict[ViewKey, str]:
@@ -123,19 +91,7 @@ def _resolve(
     schema: str,
     ctes: set[str],
 ) -> ViewKey | None:
-    return next((c for c in _candidates(table, catalog, schema, ctes) if c in views), None)
-
-
-def _candidates(table: exp.Table, catalog: str, schema: str, ctes: set[str]) -> list[ViewKey]:
-    """What a table name can mean, in DuckDB's order (none for a CTE's name)."""
-    name = table.name.lower()
-    if table.catalog:
-        return [(table.catalog.lower(), table.db.lower(), name)]
-    if table.db:
-        return [(catalog.lower(), table.db.lower(), name), (table.db.lower(), "main", name)]
-    if name in ctes:
-        return []
-    return [(catalog.lower(), schema.lower(), name)]
+    return next((c for c in candidates(table, catalog, schema, ctes) if c in views), None)
 
 
 def _view_query(create_sql: str, dialect: str) -> tuple[exp.Query, list[exp.Identifier]]:

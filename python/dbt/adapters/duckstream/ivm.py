@@ -39,7 +39,6 @@ from dbt.adapters.duckstream.expand import (
     catalog_views,
     expand_views,
     name_outputs,
-    table_columns,
 )
 from dbt_duckstream import equivalence
 from dbt_duckstream.decide import Compiled, Found
@@ -51,6 +50,7 @@ from duckstream.compiler import compile_ivm
 from duckstream.connection import Connection
 from duckstream.engines.ducklake import runner as strategy
 from duckstream.engines.ducklake.runner import run_statements
+from duckstream.engines.ducklake.schema import schema_of
 from duckstream.errors import UnsupportedSQLError
 from duckstream.plan import IVMPlan, Naming
 
@@ -126,9 +126,7 @@ class DuckLakeBackend:
             mv_catalog=request.database,
             mv_schema=request.schema,
             naming=Naming(mv_name=request.identifier, cursors_name=request.cursors_name),
-            schema=table_columns(
-                self.con, view_sql, catalog=request.database, schema=request.schema
-            ),
+            schema=schema_of(self.con, view_sql, catalog=request.database, schema=request.schema),
         )
         return plan, Compiled(plan_hash(plan), list(plan.output_columns), view_sql)
 

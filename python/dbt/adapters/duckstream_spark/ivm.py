@@ -38,6 +38,7 @@ from dbt_duckstream.model import ModelRequest, State, plan_hash
 from duckstream.compiler import compile_ivm
 from duckstream.engines.iceberg.estimate import choose
 from duckstream.engines.iceberg.runner import RebuildRequired, changed_sources, run_steps, setup
+from duckstream.engines.iceberg.schema import schema_of
 from duckstream.plan import IVMPlan, Naming
 
 if TYPE_CHECKING:
@@ -90,6 +91,9 @@ class IcebergBackend:
             mv_catalog=self.catalog,
             mv_schema=request.schema,
             naming=Naming(mv_name=request.identifier, cursors_name=request.cursors_name),
+            # The sources' columns: ``select *`` over a source expands, and refreshes read
+            # only the columns the model uses.
+            schema=schema_of(self.spark, request.sql, catalog=self.catalog, schema=request.schema),
         )
         return plan, Compiled(plan_hash(plan), list(plan.output_columns), request.sql)
 
