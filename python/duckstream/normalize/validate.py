@@ -91,11 +91,6 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
         _check_set_operation(node)
     if isinstance(node, exp.Select):
         _check_select(node, has_schema=has_schema, after_qualify=after_qualify)
-    in_from = isinstance(node.parent, exp.From | exp.Join | exp.Subquery | exp.SetOperation)
-    if isinstance(node, exp.Exists | exp.Subquery) and not in_from:
-        raise _fail("subquery", node, "subqueries outside FROM are not supported yet")
-    if isinstance(node, exp.In) and node.args.get("query"):
-        raise _fail("subquery", node, "IN (SELECT ...) is not supported yet")
     if isinstance(node, exp.Identifier) and node.name.lower().startswith("_ivm_"):
         raise _fail("reserved_name", node, "names starting with _ivm_ are reserved for duckstream")
     if isinstance(node, exp.Table) and node.args.get("when"):
@@ -106,6 +101,30 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
         raise _fail("table_function", node, "only tables and subqueries may stand in FROM")
     if isinstance(node, exp.Cube | exp.Rollup | exp.GroupingSets):
         raise _fail("grouping_sets", node, "ROLLUP / CUBE / GROUPING SETS are not supported")
+
+
+def check_subqueries(expression: exp.Expr) -> None:
+    """Refuse the subqueries outside FROM that ``decorrelate_subqueries`` left in place."""
+    for node in expression.walk():
+        in_from = isinstance(node.parent, exp.From | exp.Join | exp.Subquery | exp.SetOperation)
+        if isinstance(node, exp.Exists):
+            raise _fail(
+                "subquery", node, "EXISTS is maintained only in WHERE (correlated by equalities)"
+            )
+        if isinstance(node, exp.In) and node.args.get("query"):
+            raise _fail(
+                "subquery",
+                node,
+                "IN / NOT IN (SELECT ...) is maintained only as a conjunct of WHERE (where "
+                "UNKNOWN and FALSE both drop the row), correlated by equalities",
+            )
+        if isinstance(node, exp.Subquery) and not in_from:
+            raise _fail(
+                "subquery",
+                node,
+                "a scalar subquery is maintained only in WHERE (or, uncorrelated, in the HAVING"
+                " of a GROUP BY), as one aggregate without GROUP BY",
+            )
 
 
 def _check_set_operation(node: exp.SetOperation) -> None:

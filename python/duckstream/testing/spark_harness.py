@@ -33,7 +33,6 @@ from duckstream.testing.differential import (
     Update,
     check_result,
     quote_ident,
-    run_scenario,
     sql_literal,
 )
 
