@@ -157,7 +157,8 @@ def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) 
         star = item if isinstance(item, exp.Star) else None
         if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
             star = item
-        if star is not None and after_qualify:
+        # EXISTS ignores its select list (normalize.decorrelate_subqueries drops it)
+        if star is not None and after_qualify and not isinstance(select.parent, exp.Exists):
             raise _fail(
                 "star", star, "SELECT * needs the source columns: list them or pass schema="
             )
