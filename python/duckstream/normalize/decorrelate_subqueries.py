@@ -53,7 +53,8 @@ from sqlglot import exp
 from duckstream.errors import UnsupportedSQLError
 from duckstream.normalize.wrap_set_operation import output_names
 
-# The value of an aggregate over no rows: 0 for the counts, NULL for the rest listed here.
+# The value of an aggregate over no rows: 0 for the counts, NULL for the rest listed here
+# (not array or string aggregates: Spark's collect_list gives an empty array).
 ZERO_ON_EMPTY = (exp.Count, exp.CountIf, exp.ApproxDistinct)
 NULL_ON_EMPTY = (
     exp.Sum,
@@ -66,8 +67,6 @@ NULL_ON_EMPTY = (
     exp.Variance,
     exp.VariancePop,
     exp.Median,
-    exp.GroupConcat,
-    exp.ArrayAgg,
     exp.LogicalAnd,
     exp.LogicalOr,
 )
@@ -165,8 +164,8 @@ class _Rewriter:
             return self._in(node) if positive else node  # elsewhere: refused later
         if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
             return self._scalar(node)
-        if isinstance(node, exp.Select | exp.SetOperation):
-            return node  # another scope (refused later if it is a subquery left in place)
+        if isinstance(node, exp.Select | exp.SetOperation | exp.Any | exp.All):
+            return node  # another scope, or x op ANY / ALL (...): refused later
         below = positive and isinstance(node, exp.And | exp.Paren)
         for key, value in list(node.args.items()):
             if isinstance(value, exp.Expr):
@@ -294,6 +293,7 @@ class _Rewriter:
             )
         if not body.pairs:
             derived = query.copy()
+            derived.set("distinct", None)  # one row either way
             derived.set("expressions", [_alias(value, "_ivm_v")])
             return exp.column("_ivm_v", self._join(derived, None))
         keys = [i for i, _ in body.pairs]

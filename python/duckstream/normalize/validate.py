@@ -125,6 +125,16 @@ def check_subqueries(expression: exp.Expr) -> None:
                 "a scalar subquery is maintained only in WHERE (or, uncorrelated, in the HAVING"
                 " of a GROUP BY), as one aggregate without GROUP BY",
             )
+        if isinstance(node, exp.Select | exp.SetOperation) and not _in_from(node):
+            raise _fail("subquery", node.parent or node, "a query outside FROM is not maintained")
+
+
+def _in_from(query: exp.Expr) -> bool:
+    """Whether ``query`` is the view, or (a branch of) a derived table in FROM."""
+    node = query
+    while isinstance(node.parent, exp.Subquery | exp.SetOperation):
+        node = node.parent
+    return node.parent is None or isinstance(node.parent, exp.From | exp.Join)
 
 
 def _check_set_operation(node: exp.SetOperation) -> None:
