@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from duckstream.normalize.decorrelate_subqueries import decorrelate_subqueries
 from duckstream.normalize.drop_order import drop_order
 from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.qualify_view import qualify_view
 from duckstream.normalize.rewrite_filtered_aggregates import rewrite_filtered_aggregates
 from duckstream.normalize.rewrite_union import rewrite_union
-from duckstream.normalize.validate import validate
+from duckstream.normalize.validate import check_subqueries, validate
 from duckstream.normalize.wrap_set_operation import wrap_set_operation
 
 
@@ -41,6 +42,8 @@ def normalize(
     )
     validate(expression, has_schema=True, after_qualify=True)
     # after validation: these introduce _ivm_ names
+    expression = decorrelate_subqueries(expression)
+    check_subqueries(expression)  # what decorrelate_subqueries left in place
     expression = rewrite_union(expression)
     expression = wrap_set_operation(expression)
     assert isinstance(expression, exp.Select)

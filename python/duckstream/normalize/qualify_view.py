@@ -56,7 +56,7 @@ def qualify_view(
             table.set("catalog", exp.to_identifier(override.get("catalog", catalog)))
         _keep_spelling(table)
     names = _output_spellings(expression, columns)
-    _qualify_bare_columns(expression)
+    _qualify_bare_columns(expression, known_schema=columns is not None)
     try:
         qualified = qualify(
             expression,
@@ -77,7 +77,7 @@ def qualify_view(
             f"{error}; qualify the column with its table or pass schema= to compile_ivm",
         ) from error
     _restore_output_names(qualified, names)
-    return _qualify_single_source_columns(qualified)
+    return _qualify_single_source_columns(qualified, known_schema=columns is not None)
 
 
 def _keep_spelling(table: exp.Table) -> None:
@@ -139,10 +139,35 @@ def _restore_output_names(expression: exp.Expr, spellings: dict[str, str]) -> No
             item.set("alias", ident(name))
 
 
-def _qualify_bare_columns(expression: exp.Expr) -> None:
+def is_predicate_subquery(select: exp.Expr) -> bool:
+    """Whether ``select`` is (a branch of) a subquery outside FROM (``EXISTS (...)``,
+    ``IN (...)``, a scalar subquery), where a bare name may be a column of an enclosing query.
+
+    >>> from sqlglot import parse_one
+    >>> view = parse_one("SELECT a FROM (SELECT a FROM t) AS d WHERE a > (SELECT max(b) FROM u)")
+    >>> [is_predicate_subquery(s) for s in view.find_all(exp.Select)]
+    [False, False, True]
+    """
+    node = select
+    while isinstance(node.parent, exp.SetOperation | exp.Subquery) and not (
+        isinstance(node.parent, exp.Subquery)
+        and node.parent.arg_key in ("from_", "joins", "this")
+        and isinstance(node.parent.parent, exp.From | exp.Join)
+    ):
+        node = node.parent
+        if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.SetOperation):
+            return not isinstance(node.parent, exp.From | exp.Join)
+    return isinstance(node.parent, exp.Exists | exp.In)
+
+
+def _qualify_bare_columns(expression: exp.Expr, known_schema: bool) -> None:
     """In each SELECT reading one source, qualify the bare names that are its columns and
-    expand the ones that are aliases of the select list."""
+    expand the ones that are aliases of the select list. With the schema, sqlglot resolves
+    the bare names of a subquery outside FROM (one may be an enclosing query's column);
+    without it, a bare name there is the subquery's own source's column."""
     for select in list(expression.find_all(exp.Select)):
+        if known_schema and is_predicate_subquery(select):
+            continue
         from_ = select.args.get("from_")
         if from_ and not select.args.get("joins") and from_.this.alias_or_name:
             _resolve_names(select, from_.this.alias_or_name)
@@ -189,9 +214,12 @@ def _bare_columns(select: exp.Select, node: exp.Expr) -> list[exp.Column]:
     ]
 
 
-def _qualify_single_source_columns(expression: exp.Expr) -> exp.Expr:
-    """In a SELECT reading one table and nothing else, every bare column is that table's."""
+def _qualify_single_source_columns(expression: exp.Expr, known_schema: bool) -> exp.Expr:
+    """In a SELECT reading one table and nothing else, every bare column is that table's
+    (with the schema, sqlglot has already resolved what a subquery outside FROM names)."""
     for select in expression.find_all(exp.Select):
+        if known_schema and is_predicate_subquery(select):
+            continue
         from_ = select.args.get("from_")
         if not from_ or select.args.get("joins"):
             continue

@@ -91,11 +91,6 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
         _check_set_operation(node)
     if isinstance(node, exp.Select):
         _check_select(node, has_schema=has_schema, after_qualify=after_qualify)
-    in_from = isinstance(node.parent, exp.From | exp.Join | exp.Subquery | exp.SetOperation)
-    if isinstance(node, exp.Exists | exp.Subquery) and not in_from:
-        raise _fail("subquery", node, "subqueries outside FROM are not supported yet")
-    if isinstance(node, exp.In) and node.args.get("query"):
-        raise _fail("subquery", node, "IN (SELECT ...) is not supported yet")
     if isinstance(node, exp.Identifier) and node.name.lower().startswith("_ivm_"):
         raise _fail("reserved_name", node, "names starting with _ivm_ are reserved for duckstream")
     if isinstance(node, exp.Table) and node.args.get("when"):
@@ -106,6 +101,40 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
         raise _fail("table_function", node, "only tables and subqueries may stand in FROM")
     if isinstance(node, exp.Cube | exp.Rollup | exp.GroupingSets):
         raise _fail("grouping_sets", node, "ROLLUP / CUBE / GROUPING SETS are not supported")
+
+
+def check_subqueries(expression: exp.Expr) -> None:
+    """Refuse the subqueries outside FROM that ``decorrelate_subqueries`` left in place."""
+    for node in expression.walk():
+        in_from = isinstance(node.parent, exp.From | exp.Join | exp.Subquery | exp.SetOperation)
+        if isinstance(node, exp.Exists):
+            raise _fail(
+                "subquery", node, "EXISTS is maintained only in WHERE (correlated by equalities)"
+            )
+        if isinstance(node, exp.In) and node.args.get("query"):
+            raise _fail(
+                "subquery",
+                node,
+                "IN / NOT IN (SELECT ...) is maintained only as a conjunct of WHERE (where "
+                "UNKNOWN and FALSE both drop the row), correlated by equalities",
+            )
+        if isinstance(node, exp.Subquery) and not in_from:
+            raise _fail(
+                "subquery",
+                node,
+                "a scalar subquery is maintained only in WHERE (or, uncorrelated, in the HAVING"
+                " of a GROUP BY), as one aggregate without GROUP BY",
+            )
+        if isinstance(node, exp.Select | exp.SetOperation) and not _in_from(node):
+            raise _fail("subquery", node.parent or node, "a query outside FROM is not maintained")
+
+
+def _in_from(query: exp.Expr) -> bool:
+    """Whether ``query`` is the view, or (a branch of) a derived table in FROM."""
+    node = query
+    while isinstance(node.parent, exp.Subquery | exp.SetOperation):
+        node = node.parent
+    return node.parent is None or isinstance(node.parent, exp.From | exp.Join)
 
 
 def _check_set_operation(node: exp.SetOperation) -> None:
@@ -138,7 +167,8 @@ def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) 
         star = item if isinstance(item, exp.Star) else None
         if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
             star = item
-        if star is not None and after_qualify:
+        # EXISTS ignores its select list (normalize.decorrelate_subqueries drops it)
+        if star is not None and after_qualify and not isinstance(select.parent, exp.Exists):
             raise _fail(
                 "star", star, "SELECT * needs the source columns: list them or pass schema="
             )

@@ -403,6 +403,7 @@ CONSTRUCTS = [
     "self_join",  # one table twice under two aliases
     "identifiers",  # upper-case and quoted table and column names, spelled in any case
     "set_operations",  # UNION [ALL], INTERSECT [ALL], EXCEPT [ALL]: nested, in CTEs, grouped
+    "subqueries",  # [NOT] EXISTS, [NOT] IN, scalar aggregates in WHERE, correlated or not
 ]
 OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
 
@@ -681,6 +682,8 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
     """A view over ``tables_`` (two of them) focused on ``construct`` (one of CONSTRUCTS)."""
     if construct == "set_operations":
         return draw(set_operation_views(tables_, portable))
+    if construct == "subqueries":
+        return draw(subquery_views(tables_))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -895,3 +898,76 @@ def set_operation_views(draw, tables_: list[TableSpec], portable: bool = False) 
         where = f" WHERE {s[0]} IS NOT NULL" if draw(st.booleans()) else ""
         select = f"SELECT {distinct}{', '.join(s)} FROM {source}{where}"
     return f"WITH s AS ({body}) {select}" if placement == "cte" else select
+
+
+SUBQUERY_KINDS = ["exists", "not_exists", "in", "not_in", "scalar", "scalar_correlated"]
+SUBQUERY_AGGREGATES = ["count(*)", "count({v})", "sum(i.k)", "min({v})", "max({v})", "avg(i.k)"]
+
+
+@st.composite
+def subquery_views(draw, tables_: list[TableSpec]) -> str:
+    """A view whose WHERE holds a subquery over the last table (alias ``i``) read by the first
+    (alias ``o``): ``[NOT] EXISTS`` correlated by equalities or not, ``[NOT] IN``, a scalar
+    aggregate (correlated or not, counts included), at the top of WHERE or (where SQL's
+    UNKNOWN cannot differ from FALSE) under OR / NOT; in a plain, DISTINCT, grouped or global
+    view, at the top or inside a CTE."""
+    t0, t1 = tables_[0], tables_[-1]
+    outer = [(f"o.{c.name}", c.type) for c in t0.columns]
+    inner = [(f"i.{c.name}", c.type) for c in t1.columns]
+    kind = draw(st.sampled_from(SUBQUERY_KINDS))
+    correlations = []
+    if kind in ("exists", "not_exists", "scalar_correlated") or draw(st.booleans()):
+        correlations.append("i.k = o.k")
+        same = [(a, b) for a, ta in inner[1:] for b, tb in outer[1:] if ta == tb]
+        if same and draw(st.integers(0, 2)) == 0:
+            a, b = draw(st.sampled_from(same))
+            correlations.append(f"{b} = {a}")
+    if kind == "scalar":
+        correlations = []
+    conditions = list(correlations)
+    if draw(st.booleans()):
+        conditions.append(draw(predicate(inner)))
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    source = f"{quote_ident(t1.name)} AS i"
+    positive = True
+    if kind in ("exists", "not_exists"):
+        item = draw(st.sampled_from(["1", "i.k", "*"]))
+        condition = f"EXISTS (SELECT {item} FROM {source}{where})"
+        if kind == "not_exists":
+            condition = f"NOT {condition}"
+        positive = False
+    elif kind in ("in", "not_in"):
+        pairs = [(a, b) for a, ta in inner for b, tb in outer if ta == tb]
+        v, x = draw(st.sampled_from(pairs))
+        condition = f"{x} {'NOT ' if kind == 'not_in' else ''}IN (SELECT {v} FROM {source}{where})"
+    else:
+        v = draw(st.sampled_from(inner))[0]
+        aggregate = draw(st.sampled_from(SUBQUERY_AGGREGATES)).format(v=v)
+        if aggregate.startswith(("min", "max")):
+            type_ = next(t for n, t in inner if n == v)
+            x = draw(st.sampled_from([n for n, t in outer if t == type_] or ["NULL"]))
+        else:
+            x = "o.k"
+        op = draw(st.sampled_from(["=", "<>", "<", ">=", ">"]))
+        condition = f"{x} {op} (SELECT {aggregate} FROM {source}{where})"
+        positive = False
+    other = draw(predicate(outer)) if draw(st.booleans()) else None
+    if other is not None:
+        joiner = draw(st.sampled_from(["AND", "OR"])) if not positive else "AND"
+        condition = f"({condition} {joiner} {other})"
+    if not positive and draw(st.integers(0, 3)) == 0:
+        condition = f"NOT ({condition})"
+    shape = draw(st.sampled_from(["project", "distinct", "aggregate", "global"]))
+    c = outer[-1][0]
+    select = {
+        "project": f"SELECT o.k, {c} AS c FROM {quote_ident(t0.name)} AS o",
+        "distinct": f"SELECT DISTINCT {c} AS c FROM {quote_ident(t0.name)} AS o",
+        "aggregate": f"SELECT o.k, count(*) AS n, count({c}) AS m FROM {quote_ident(t0.name)} AS o",
+        "global": f"SELECT count(*) AS n, count({c}) AS m FROM {quote_ident(t0.name)} AS o",
+    }[shape]
+    group = " GROUP BY o.k" if shape == "aggregate" else ""
+    view = f"{select} WHERE {condition}{group}"
+    if draw(st.booleans()):
+        return view
+    inside = f"SELECT o.k, {c} AS c FROM {quote_ident(t0.name)} AS o WHERE {condition}"
+    return f"WITH w AS ({inside}) SELECT w.k, w.c FROM w"

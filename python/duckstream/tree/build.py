@@ -75,6 +75,8 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
                 ctx.features.add("derived_table")
             elif alias.name == "_ivm_u":  # normalize.rewrite_union's
                 ctx.features.add("union")
+            elif alias.name.startswith("_ivm_sq"):  # normalize.decorrelate_subqueries'
+                ctx.features.add("subquery")
             leaves.append(Derived(build_relation(node.this, ctx, resolve), alias))
         else:
             raise UnsupportedSQLError(

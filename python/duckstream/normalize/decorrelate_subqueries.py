@@ -1,0 +1,490 @@
+"""Decorrelate the subqueries of a WHERE clause into joins the operator tree maintains.
+
+Each subquery becomes a derived table ``_ivm_sqN`` joined to the SELECT whose WHERE holds it,
+built so that it matches at most one row per outer row (``DISTINCT`` keys, ``GROUP BY`` the
+correlation keys, or a global aggregate: exactly one row); the outer rows keep their
+multiplicities. A subquery may be correlated only by equalities ``inner = outer`` among the
+conjuncts of its own WHERE (they become the join's keys); ``=`` is not NULL-safe, in SQL as in
+the join, so a NULL key has no partner. Subqueries are rewritten innermost first.
+
+- ``EXISTS (q)`` where only TRUE keeps a row (under AND from the WHERE's top) becomes an inner
+  join to ``SELECT DISTINCT keys FROM q``; elsewhere (under OR, NOT, in a CASE) a LEFT JOIN
+  and ``_ivm_sqN._ivm_m IS NOT NULL`` (never UNKNOWN, as EXISTS). Uncorrelated: a cross join
+  to ``SELECT count(*) > 0 AS _ivm_m FROM q`` (one row).
+- ``x IN (q)``, ``(x, y) IN (q)`` where only TRUE keeps a row: ``EXISTS`` with ``v = x``.
+- ``x NOT IN (q)`` where only TRUE keeps a row: TRUE iff q is empty, or x is not NULL, no
+  value of q is NULL and none equals x (else UNKNOWN or FALSE): q's row and non-NULL counts
+  (per correlation key, a missing key meaning empty) joined, and a LEFT JOIN for the match.
+- A scalar subquery, anywhere in WHERE, that is one aggregate expression without GROUP BY:
+  uncorrelated, a cross join to it (one row); correlated, a LEFT JOIN to it grouped by the
+  correlation keys, and where no group matched, the expression's value over no rows (COUNT
+  is 0, not NULL: ``CASE WHEN _ivm_sqN._ivm_m IS NULL THEN <over no rows> ...``).
+- An uncorrelated scalar aggregate subquery in the HAVING of a SELECT with GROUP BY: a cross
+  join, read as ``MAX(_ivm_sqN._ivm_v)`` (every row of a group carries the same value).
+
+Anything else (IN / NOT IN where UNKNOWN differs from FALSE, other correlations, subqueries
+in the select list or in ON, a scalar subquery that is not an aggregate) is left in place
+and refused by ``validate.check_subqueries``, or refused here with the reason.
+
+>>> from sqlglot import parse_one
+>>> def show(sql):
+...     print(decorrelate_subqueries(parse_one(sql)).sql())
+>>> show("SELECT r.a FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.b > 0)")
+SELECT r.a FROM r JOIN (SELECT DISTINCT s.k AS _ivm_k1, TRUE AS _ivm_m FROM s WHERE s.b > 0) AS _ivm_sq1 ON r.k = _ivm_sq1._ivm_k1 WHERE TRUE
+>>> show("SELECT r.a FROM r WHERE r.a > 0 OR NOT EXISTS (SELECT 1 FROM s WHERE s.k = r.k)")
+SELECT r.a FROM r LEFT JOIN (SELECT DISTINCT s.k AS _ivm_k1, TRUE AS _ivm_m FROM s) AS _ivm_sq1 ON r.k = _ivm_sq1._ivm_k1 WHERE r.a > 0 OR NOT (NOT _ivm_sq1._ivm_m IS NULL)
+>>> show("SELECT r.a FROM r WHERE r.a > (SELECT avg(s.v) FROM s)")
+SELECT r.a FROM r CROSS JOIN (SELECT AVG(s.v) AS _ivm_v FROM s) AS _ivm_sq1 WHERE r.a > _ivm_sq1._ivm_v
+>>> show("SELECT r.a FROM r WHERE r.a < (SELECT count(*) FROM s WHERE s.k = r.k)")
+SELECT r.a FROM r LEFT JOIN (SELECT s.k AS _ivm_k1, COUNT(*) AS _ivm_v, TRUE AS _ivm_m FROM s GROUP BY s.k) AS _ivm_sq1 ON r.k = _ivm_sq1._ivm_k1 WHERE r.a < CASE WHEN _ivm_sq1._ivm_m IS NULL THEN 0 ELSE _ivm_sq1._ivm_v END
+>>> show("SELECT r.a FROM r WHERE r.a NOT IN (SELECT s.v FROM s)")
+SELECT r.a FROM r CROSS JOIN (SELECT COUNT(*) AS _ivm_n, COUNT(s.v) AS _ivm_nn FROM s) AS _ivm_sq1 LEFT JOIN (SELECT DISTINCT s.v AS _ivm_k1, TRUE AS _ivm_m FROM s) AS _ivm_sq2 ON r.a = _ivm_sq2._ivm_k1 WHERE (_ivm_sq1._ivm_n = 0 OR (NOT r.a IS NULL AND _ivm_sq1._ivm_n = _ivm_sq1._ivm_nn AND _ivm_sq2._ivm_m IS NULL))
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TypeGuard
+
+from sqlglot import exp
+
+from duckstream.errors import UnsupportedSQLError
+from duckstream.normalize.wrap_set_operation import output_names
+
+# The value of an aggregate over no rows: 0 for the counts, NULL for the rest listed here
+# (not array or string aggregates: Spark's collect_list gives an empty array).
+ZERO_ON_EMPTY = (exp.Count, exp.CountIf, exp.ApproxDistinct)
+NULL_ON_EMPTY = (
+    exp.Sum,
+    exp.Avg,
+    exp.Min,
+    exp.Max,
+    exp.Stddev,
+    exp.StddevPop,
+    exp.StddevSamp,
+    exp.Variance,
+    exp.VariancePop,
+    exp.Median,
+    exp.LogicalAnd,
+    exp.LogicalOr,
+)
+
+
+def decorrelate_subqueries(expression: exp.Expr) -> exp.Expr:
+    expression = expression.copy()
+    names = (f"_ivm_sq{n}" for n in itertools.count(1))
+    # pre-order reversed: a subquery's SELECT is rewritten before the SELECT holding it
+    for select in reversed(list(expression.find_all(exp.Select, bfs=False))):
+        _Rewriter(select, names).run()
+    return expression
+
+
+def _fail(node: exp.Expr, why: str) -> UnsupportedSQLError:
+    text = node.sql()
+    return UnsupportedSQLError("subquery", f"{why}: `{text if len(text) <= 80 else text[:77]}...`")
+
+
+@dataclass
+class _Body:
+    """A subquery's query, without the equalities that correlate it."""
+
+    query: exp.Query
+    pairs: list[tuple[exp.Expr, exp.Expr]]  # (inner, outer) of each correlating equality
+
+    @property
+    def plain(self) -> bool:
+        """A SELECT without aggregates, GROUP BY or HAVING: its FROM and WHERE can be reused."""
+        query = self.query
+        return (
+            isinstance(query, exp.Select)
+            and not query.args.get("group")
+            and not query.args.get("having")
+            and not any(i.find(exp.AggFunc) for i in query.expressions)
+        )
+
+    def values(self, node: exp.Expr) -> list[exp.Expr]:
+        """The subquery's output columns, as expressions over its FROM when it is plain."""
+        if self.plain:
+            assert isinstance(self.query, exp.Select)
+            return [i.unalias().copy() for i in self.query.expressions]
+        if self.pairs:
+            raise _fail(node, "a correlated subquery with GROUP BY, HAVING or an aggregate")
+        return [exp.column(n.copy(), "_ivm_b") for n in output_names(self.query)]
+
+    def select(self, items: list[exp.Expr], node: exp.Expr) -> exp.Select:
+        """``SELECT items FROM`` the subquery: its own FROM and WHERE when it is plain, else
+        the subquery as a derived table ``_ivm_b``."""
+        if self.plain:
+            assert isinstance(self.query, exp.Select)
+            select = self.query.copy()
+            select.set("distinct", None)
+            select.set("expressions", items)
+            return select
+        if self.pairs:
+            raise _fail(node, "a correlated subquery with GROUP BY, HAVING or an aggregate")
+        inner = exp.Subquery(this=self.query.copy(), alias=exp.TableAlias(this=_id("_ivm_b")))
+        return exp.select(*items).from_(inner)
+
+
+class _Rewriter:
+    """Rewrites the subqueries of one SELECT's WHERE (and HAVING) into joins."""
+
+    def __init__(self, select: exp.Select, names: Iterator[str]) -> None:
+        self.select = select
+        self.names = names
+        self.joins: list[exp.Join] = []
+
+    def run(self) -> None:
+        where = self.select.args.get("where")
+        if where is not None:
+            where.set("this", self._visit(where.this, positive=True))
+        having = self.select.args.get("having")
+        if having is not None and self.select.args.get("group"):
+            having.set("this", self._visit_having(having.this))
+        if self.joins:
+            for join in self.select.args.get("joins") or []:
+                if _is_comma(join):  # binds looser than the JOINs appended after it
+                    join.set("kind", "CROSS")
+            self.select.set("joins", [*(self.select.args.get("joins") or []), *self.joins])
+
+    # -- traversal ---------------------------------------------------------------------------
+
+    def _visit(self, node: exp.Expr, positive: bool) -> exp.Expr:
+        """``node`` with its subqueries rewritten; ``positive``: only TRUE keeps the row
+        (reached from the WHERE's top through AND and parentheses only)."""
+        if isinstance(node, exp.Exists):
+            return self._exists(node, positive)
+        if positive and isinstance(node, exp.Not):
+            negated = _unparen(node.this)
+            if _is_in_query(negated):
+                return self._not_in(negated)
+        if _is_in_query(node):
+            return self._in(node) if positive else node  # elsewhere: refused later
+        if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
+            return self._scalar(node)
+        if isinstance(node, exp.Select | exp.SetOperation | exp.Any | exp.All):
+            return node  # another scope, or x op ANY / ALL (...): refused later
+        below = positive and isinstance(node, exp.And | exp.Paren)
+        for key, value in list(node.args.items()):
+            if isinstance(value, exp.Expr):
+                node.set(key, self._visit(value, below))
+            elif isinstance(value, list):
+                node.set(
+                    key, [self._visit(v, below) if isinstance(v, exp.Expr) else v for v in value]
+                )
+        return node
+
+    def _visit_having(self, node: exp.Expr) -> exp.Expr:
+        if _is_in_query(node):
+            return node  # refused later
+        if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
+            body = _body(node.this, self.select, node)
+            if body.pairs:
+                return node  # refused later
+            value = self._scalar(node)
+            return exp.Max(this=value)
+        if isinstance(node, exp.Select | exp.SetOperation):
+            return node
+        for key, value in list(node.args.items()):
+            if isinstance(value, exp.Expr):
+                node.set(key, self._visit_having(value))
+            elif isinstance(value, list):
+                node.set(
+                    key, [self._visit_having(v) if isinstance(v, exp.Expr) else v for v in value]
+                )
+        return node
+
+    # -- the rewrites ------------------------------------------------------------------------
+
+    def _exists(self, node: exp.Exists, positive: bool) -> exp.Expr:
+        body = _body(node.this, self.select, node)
+        if not body.pairs:
+            derived = body.select(
+                [_alias(exp.GT(this=_count_star(), expression=exp.Literal.number(0)), "_ivm_m")],
+                node,
+            )
+            alias = self._join(derived, None)
+            return exp.column("_ivm_m", alias)
+        return self._semi(body, [], [], positive, node)
+
+    def _in(self, node: exp.In) -> exp.Expr:
+        body = _body(node.args["query"].this, self.select, node)
+        outer = _in_operands(node)
+        values = body.values(node)
+        if len(values) != len(outer):
+            raise _fail(node, f"IN compares {len(outer)} values with {len(values)} columns")
+        return self._semi(body, values, outer, True, node)
+
+    def _semi(
+        self,
+        body: _Body,
+        values: list[exp.Expr],
+        outer: list[exp.Expr],
+        positive: bool,
+        node: exp.Expr,
+    ) -> exp.Expr:
+        """A join to the subquery's distinct ``values`` + correlation keys: an inner join
+        (the predicate becomes TRUE) where only TRUE keeps the row, else a LEFT JOIN and the
+        predicate ``_ivm_m IS NOT NULL``."""
+        alias = self._semi_alias(body, values, outer, node, side=None if positive else "LEFT")
+        if positive:
+            return exp.true()
+        return exp.paren(
+            exp.Not(this=exp.Is(this=exp.column("_ivm_m", alias), expression=exp.Null()))
+        )
+
+    def _not_in(self, node: exp.In) -> exp.Expr:
+        body = _body(node.args["query"].this, self.select, node)
+        outer = _in_operands(node)
+        values = body.values(node)
+        if len(outer) != 1 or len(values) != 1:
+            raise _fail(node, "NOT IN over several columns is not supported")
+        (x,), (v,) = outer, values
+        keys = [i for i, _ in body.pairs]
+        counts = [
+            *(_alias(k, f"_ivm_k{n}") for n, k in enumerate(keys, 1)),
+            _alias(_count_star(), "_ivm_n"),
+            _alias(exp.Count(this=v.copy()), "_ivm_nn"),
+        ]
+        derived = body.select(counts, node)
+        if keys:
+            derived.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+            on = _keys_on([o for _, o in body.pairs], len(keys))
+            counted = self._join(derived, on, side="LEFT")
+            empty: exp.Expr = exp.Is(this=exp.column("_ivm_n", counted), expression=exp.Null())
+        else:
+            counted = self._join(derived, None)
+            empty = exp.column("_ivm_n", counted).eq(0)
+        match = exp.column("_ivm_m", self._semi_alias(body, [v], [x], node, side="LEFT"))
+        keep = exp.and_(
+            exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())),
+            exp.column("_ivm_n", counted).eq(exp.column("_ivm_nn", counted)),
+            exp.Is(this=match, expression=exp.Null()),
+        )
+        return exp.paren(exp.or_(empty, keep))
+
+    def _semi_alias(
+        self,
+        body: _Body,
+        values: list[exp.Expr],
+        outer: list[exp.Expr],
+        node: exp.Expr,
+        side: str | None,
+    ) -> str:
+        inner = values + [i for i, _ in body.pairs]
+        outer = outer + [o for _, o in body.pairs]
+        items = [_alias(v, f"_ivm_k{n}") for n, v in enumerate(inner, 1)]
+        derived = body.select([*items, _alias(exp.true(), "_ivm_m")], node).distinct()
+        return self._join(derived, _keys_on(outer, len(inner)), side=side)
+
+    def _scalar(self, node: exp.Subquery) -> exp.Expr:
+        body = _body(node.this, self.select, node)
+        query = body.query
+        if not isinstance(query, exp.Select) or len(query.expressions) != 1:
+            raise _fail(node, "a scalar subquery must be a SELECT of one column")
+        value = query.expressions[0].unalias()
+        if query.args.get("group") or query.args.get("having") or not value.find(exp.AggFunc):
+            raise _fail(
+                node,
+                "a scalar subquery must be one aggregate without GROUP BY (else it may"
+                " return several rows or none)",
+            )
+        if not body.pairs:
+            derived = query.copy()
+            derived.set("distinct", None)  # one row either way
+            derived.set("expressions", [_alias(value, "_ivm_v")])
+            return exp.column("_ivm_v", self._join(derived, None))
+        keys = [i for i, _ in body.pairs]
+        empty = _over_no_rows(value, node)
+        derived = query.copy()
+        derived.set("distinct", None)
+        derived.set(
+            "expressions",
+            [
+                *(_alias(k, f"_ivm_k{n}") for n, k in enumerate(keys, 1)),
+                _alias(value, "_ivm_v"),
+                _alias(exp.true(), "_ivm_m"),
+            ],
+        )
+        derived.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+        on = _keys_on([o for _, o in body.pairs], len(keys))
+        alias = self._join(derived, on, side="LEFT")
+        got = exp.column("_ivm_v", alias)
+        if isinstance(value, NULL_ON_EMPTY):
+            return got
+        missing = exp.Is(this=exp.column("_ivm_m", alias), expression=exp.Null())
+        return exp.Case(ifs=[exp.If(this=missing, true=empty)], default=got)
+
+    def _join(self, derived: exp.Select, on: exp.Expr | None, side: str | None = None) -> str:
+        """Join ``(derived) AS _ivm_sqN`` to the SELECT (``on`` over ``_ivm_sqN``'s columns,
+        written with the placeholder table ``_ivm_sq``); a cross join without ``on``."""
+        alias = next(self.names)
+        subquery = exp.Subquery(this=derived, alias=exp.TableAlias(this=_id(alias)))
+        if on is None:
+            join = exp.Join(this=subquery, kind="CROSS")
+        else:
+            for column in on.find_all(exp.Column):
+                if column.table == "_ivm_sq":
+                    column.set("table", _id(alias))
+            join = exp.Join(this=subquery, on=on, side=side)
+        self.joins.append(join)
+        return alias
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _id(name: str) -> exp.Identifier:
+    return exp.to_identifier(name)
+
+
+def _alias(node: exp.Expr, name: str) -> exp.Expr:
+    return exp.alias_(node.copy(), _id(name))
+
+
+def _count_star() -> exp.Count:
+    return exp.Count(this=exp.Star())
+
+
+def _unparen(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _is_in_query(node: exp.Expr) -> TypeGuard[exp.In]:
+    return isinstance(node, exp.In) and isinstance(node.args.get("query"), exp.Expr)
+
+
+def _is_comma(join: exp.Join) -> bool:
+    return not (
+        join.side or join.kind or join.args.get("on") or join.args.get("using") or join.method
+    )
+
+
+def _in_operands(node: exp.In) -> list[exp.Expr]:
+    this = _unparen(node.this)
+    return list(this.expressions) if isinstance(this, exp.Tuple) else [this]
+
+
+def _keys_on(outer: list[exp.Expr], n: int) -> exp.Expr:
+    """``outer_1 = _ivm_sq._ivm_k1 AND ...`` (the placeholder table is renamed in _join)."""
+    assert len(outer) == n
+    return exp.and_(
+        *(o.copy().eq(exp.column(f"_ivm_k{i}", "_ivm_sq")) for i, o in enumerate(outer, 1))
+    )
+
+
+def _over_no_rows(value: exp.Expr, node: exp.Expr) -> exp.Expr:
+    """``value`` (an expression over aggregates) as it is over no rows."""
+
+    def empty(agg: exp.Expr) -> exp.Expr:
+        if not isinstance(agg, exp.AggFunc):
+            return agg
+        if isinstance(agg, ZERO_ON_EMPTY):
+            return exp.Literal.number(0)
+        if isinstance(agg, NULL_ON_EMPTY):
+            return exp.Null()
+        raise _fail(node, f"the value of {agg.sql()} over no rows is not known here")
+
+    return value.copy().transform(empty)
+
+
+# -- correlation -----------------------------------------------------------------------------
+
+
+def _sources(select: exp.Select) -> set[str]:
+    names = set()
+    from_ = select.args.get("from_")
+    if from_ is not None:
+        names.add(from_.this.alias_or_name)
+    for join in select.args.get("joins") or []:
+        names.add(join.this.alias_or_name)
+    return names
+
+
+def _outer_columns(query: exp.Expr) -> list[exp.Column]:
+    """The columns in ``query`` bound by no SELECT between them and ``query`` (inclusive):
+    references to an enclosing query."""
+    found = []
+    for column in query.find_all(exp.Column):
+        if isinstance(column.this, exp.Star):
+            continue
+        if not column.table:
+            raise _fail(
+                column,
+                "a column of a subquery must be qualified with its table (or pass"
+                " schema=) so that duckstream knows which query it belongs to",
+            )
+        node: exp.Expr | None = column
+        bound = False
+        while node is not None and not bound:
+            if isinstance(node, exp.Select) and column.table in _sources(node):
+                bound = True
+            if node is query:
+                break
+            node = node.parent
+        if not bound:
+            found.append(column)
+    return found
+
+
+def _body(query: exp.Expr, outer: exp.Select, node: exp.Expr) -> _Body:
+    """The subquery ``query`` split into its query and its correlating equalities."""
+    query = _unparen(query)
+    while isinstance(query, exp.Subquery) and not query.alias:
+        query = query.this
+    assert isinstance(query, exp.Query), query
+    references = {id(c) for c in _outer_columns(query)}
+    if not references:
+        return _Body(query.copy(), [])
+    if not isinstance(query, exp.Select):
+        raise _fail(node, "a correlated set operation in a subquery")
+    where = query.args.get("where")
+    pairs, rest = [], []
+    for conjunct in (
+        where.this.flatten()
+        if where is not None and isinstance(where.this, exp.And)
+        else ([where.this] if where is not None else [])
+    ):
+        refs = [c for c in conjunct.find_all(exp.Column) if id(c) in references]
+        if not refs:
+            rest.append(conjunct)
+            continue
+        pair = _equality(_unparen(conjunct), references)
+        if pair is None:
+            raise _fail(node, "a subquery may be correlated only by equalities `inner = outer`")
+        pairs.append(pair)
+        references -= {id(c) for c in refs}
+    if references:
+        raise _fail(node, "a subquery may refer to the outer query only in its WHERE's equalities")
+    body = query.copy()
+    body.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
+    return _Body(body, [(i.copy(), o.copy()) for i, o in pairs])
+
+
+def _equality(node: exp.Expr, references: set[int]) -> tuple[exp.Expr, exp.Expr] | None:
+    """(inner, outer) if ``node`` is ``inner = outer``, one side reading only the subquery's
+    columns (at least one), the other only the outer query's (at least one)."""
+    if not isinstance(node, exp.EQ):
+        return None
+    if any(n.find(exp.Query, exp.AggFunc) for n in (node.this, node.expression)):
+        return None
+
+    def side(expr: exp.Expr) -> str | None:
+        columns = list(expr.find_all(exp.Column))
+        outer = [id(c) in references for c in columns]
+        if columns and all(outer):
+            return "outer"
+        if columns and not any(outer):
+            return "inner"
+        return None
+
+    left, right = side(node.this), side(node.expression)
+    if (left, right) == ("inner", "outer"):
+        return node.this, node.expression
+    if (left, right) == ("outer", "inner"):
+        return node.expression, node.this
+    return None

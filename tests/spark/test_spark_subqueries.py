@@ -1,0 +1,17 @@
+"""The subquery scenarios of ``tests/test_subqueries.py`` on Spark + Iceberg, from the same
+view SQL (transpiled), run at once by the ``outcomes`` fixture (``tests/spark/conftest.py``):
+rows after every refresh compared with recomputation."""
+
+from __future__ import annotations
+
+import pytest
+
+from duckstream.testing.spark_harness import expect_outcome
+from test_subqueries import SCENARIOS  # tests/ is on sys.path (its conftest)
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_subquery_on_spark(outcomes: dict[str, BaseException | None], name: str) -> None:
+    expect_outcome(SCENARIOS[name], outcomes[name])
