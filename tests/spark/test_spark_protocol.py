@@ -9,6 +9,7 @@ import pytest
 
 from duckstream.engines.iceberg.engine import render, value_query
 from duckstream.engines.iceberg.estimate import SparkPolicy
+from duckstream.errors import DuckstreamError
 from duckstream.plan import (
     Cleanup,
     CommitWith,
@@ -165,3 +166,17 @@ def test_source_without_snapshot_is_refused_at_setup(spark) -> None:
     plan = harness.compile(VIEW)
     with pytest.raises(Exception, match="has no snapshot"):
         harness.setup(plan)
+
+
+def test_cached_source_is_refused(spark) -> None:
+    """Spark would read the window's old snapshot of a cached source from the cache."""
+    harness, plan = _view(spark)
+    spark.sql(f"CACHE TABLE {harness.fqn('t')}")
+    try:
+        harness.apply([Insert("t", ((1, 5),))])
+        with pytest.raises(DuckstreamError, match="is cached in this Spark session"):
+            refresh(spark, plan, strategy="incremental")
+    finally:
+        spark.sql(f"UNCACHE TABLE {harness.fqn('t')}")
+    harness.refresh(plan)
+    harness.check(plan, VIEW, "after uncaching")

@@ -37,7 +37,13 @@ from dbt_duckstream.materialize import Refreshed
 from dbt_duckstream.model import ModelRequest, State, plan_hash
 from duckstream.compiler import compile_ivm
 from duckstream.engines.iceberg.estimate import choose
-from duckstream.engines.iceberg.runner import RebuildRequired, changed_sources, run_steps, setup
+from duckstream.engines.iceberg.runner import (
+    RebuildRequired,
+    changed_sources,
+    check_not_cached,
+    run_steps,
+    setup,
+)
 from duckstream.engines.iceberg.schema import schema_of
 from duckstream.plan import IVMPlan, Naming
 
@@ -133,6 +139,7 @@ class IcebergBackend:
             if report.strategy == "full":
                 return self._rebuild(request, plan, state, f"auto: {report.reason}")
             reason = f"auto: {report.reason}" if request.strategy == "auto" else ""
+        check_not_cached(self.spark, plan)
         try:
             values = run_steps(self.recording, plan.steps["maintain"])
         except RebuildRequired as error:

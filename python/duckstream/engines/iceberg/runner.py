@@ -208,6 +208,7 @@ def refresh(
     else:
         report = RefreshReport(strategy, strategy, "requested")
     if report.strategy == "incremental":
+        check_not_cached(spark, plan)
         try:
             run_steps(spark, plan.steps["maintain"])
         except RebuildRequired as error:
@@ -219,3 +220,17 @@ def refresh(
         run_steps(spark, plan.steps["initialize_cursors"])
     report.elapsed = time.perf_counter() - start
     return report
+
+
+def check_not_cached(spark: SparkSession, plan: IVMPlan) -> None:
+    """Refuse to maintain from a source cached in the session: Spark answers a read of any
+    snapshot of a cached table from the cache (it takes the snapshots for the same plan), so
+    the window's old state would be read as the current one."""
+    for source in {(s.catalog, s.schema, s.table) for s in plan.sources}:
+        name = ".".join(f"`{part.replace('`', '``')}`" for part in source)
+        if spark.catalog.isCached(name):
+            raise DuckstreamError(
+                f"duckstream: source {'.'.join(source)} of {plan.mv_table} is cached"
+                " in this Spark session (CACHE TABLE), and Spark would read its earlier"
+                f" snapshots from the cache: UNCACHE TABLE {name} before refreshing"
+            )
