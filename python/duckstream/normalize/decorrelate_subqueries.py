@@ -44,7 +44,7 @@ SELECT r.a FROM r CROSS JOIN (SELECT COUNT(*) AS _ivm_n, COUNT(s.v) AS _ivm_nn F
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -163,43 +163,28 @@ class _Rewriter:
         if _is_in_query(node):
             return self._in(node) if positive else node  # elsewhere: refused later
         if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
-            return self._scalar(node)
+            return self._scalar(node, _body(node.this, node))
         if isinstance(node, exp.Select | exp.SetOperation | exp.Any | exp.All):
             return node  # another scope, or x op ANY / ALL (...): refused later
         below = positive and isinstance(node, exp.And | exp.Paren)
-        for key, value in list(node.args.items()):
-            if isinstance(value, exp.Expr):
-                node.set(key, self._visit(value, below))
-            elif isinstance(value, list):
-                node.set(
-                    key, [self._visit(v, below) if isinstance(v, exp.Expr) else v for v in value]
-                )
-        return node
+        return _map_children(node, lambda child: self._visit(child, below))
 
     def _visit_having(self, node: exp.Expr) -> exp.Expr:
         if _is_in_query(node):
             return node  # refused later
         if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
-            body = _body(node.this, self.select, node)
+            body = _body(node.this, node)
             if body.pairs:
                 return node  # refused later
-            value = self._scalar(node)
-            return exp.Max(this=value)
+            return exp.Max(this=self._scalar(node, body))
         if isinstance(node, exp.Select | exp.SetOperation):
             return node
-        for key, value in list(node.args.items()):
-            if isinstance(value, exp.Expr):
-                node.set(key, self._visit_having(value))
-            elif isinstance(value, list):
-                node.set(
-                    key, [self._visit_having(v) if isinstance(v, exp.Expr) else v for v in value]
-                )
-        return node
+        return _map_children(node, self._visit_having)
 
     # -- the rewrites ------------------------------------------------------------------------
 
     def _exists(self, node: exp.Exists, positive: bool) -> exp.Expr:
-        body = _body(node.this, self.select, node)
+        body = _body(node.this, node)
         if not body.pairs:
             derived = body.select(
                 [_alias(exp.GT(this=_count_star(), expression=exp.Literal.number(0)), "_ivm_m")],
@@ -210,7 +195,7 @@ class _Rewriter:
         return self._semi(body, [], [], positive, node)
 
     def _in(self, node: exp.In) -> exp.Expr:
-        body = _body(node.args["query"].this, self.select, node)
+        body = _body(node.args["query"].this, node)
         outer = _in_operands(node)
         values = body.values(node)
         if len(values) != len(outer):
@@ -236,7 +221,7 @@ class _Rewriter:
         )
 
     def _not_in(self, node: exp.In) -> exp.Expr:
-        body = _body(node.args["query"].this, self.select, node)
+        body = _body(node.args["query"].this, node)
         outer = _in_operands(node)
         values = body.values(node)
         if len(outer) != 1 or len(values) != 1:
@@ -279,8 +264,7 @@ class _Rewriter:
         derived = body.select([*items, _alias(exp.true(), "_ivm_m")], node).distinct()
         return self._join(derived, _keys_on(outer, len(inner)), side=side)
 
-    def _scalar(self, node: exp.Subquery) -> exp.Expr:
-        body = _body(node.this, self.select, node)
+    def _scalar(self, node: exp.Subquery, body: _Body) -> exp.Expr:
         query = body.query
         if not isinstance(query, exp.Select) or len(query.expressions) != 1:
             raise _fail(node, "a scalar subquery must be a SELECT of one column")
@@ -334,6 +318,16 @@ class _Rewriter:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _map_children(node: exp.Expr, visit: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
+    """``node`` with each child expression replaced by ``visit(child)``."""
+    for key, value in list(node.args.items()):
+        if isinstance(value, exp.Expr):
+            node.set(key, visit(value))
+        elif isinstance(value, list):
+            node.set(key, [visit(v) if isinstance(v, exp.Expr) else v for v in value])
+    return node
 
 
 def _id(name: str) -> exp.Identifier:
@@ -431,7 +425,7 @@ def _outer_columns(query: exp.Expr) -> list[exp.Column]:
     return found
 
 
-def _body(query: exp.Expr, outer: exp.Select, node: exp.Expr) -> _Body:
+def _body(query: exp.Expr, node: exp.Expr) -> _Body:
     """The subquery ``query`` split into its query and its correlating equalities."""
     query = _unparen(query)
     while isinstance(query, exp.Subquery) and not query.alias:

@@ -105,8 +105,8 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
 
 def check_subqueries(expression: exp.Expr) -> None:
     """Refuse the subqueries outside FROM that ``decorrelate_subqueries`` left in place."""
+    in_from = exp.From | exp.Join | exp.Subquery | exp.SetOperation
     for node in expression.walk():
-        in_from = isinstance(node.parent, exp.From | exp.Join | exp.Subquery | exp.SetOperation)
         if isinstance(node, exp.Exists):
             raise _fail(
                 "subquery", node, "EXISTS is maintained only in WHERE (correlated by equalities)"
@@ -118,7 +118,7 @@ def check_subqueries(expression: exp.Expr) -> None:
                 "IN / NOT IN (SELECT ...) is maintained only as a conjunct of WHERE (where "
                 "UNKNOWN and FALSE both drop the row), correlated by equalities",
             )
-        if isinstance(node, exp.Subquery) and not in_from:
+        if isinstance(node, exp.Subquery) and not isinstance(node.parent, in_from):
             raise _fail(
                 "subquery",
                 node,

@@ -139,10 +139,10 @@ def regroup_delta(
     ctx.counter += 1
     affected = f"_ivm_affected_{ctx.counter}"
     guard = exp.paren(exp.or_(*(ctx.engine.changed(s) for s in block.sources())))
+    names = group_key_names(len(groups))
     parts = []
     for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
         for term in block.state_terms(ctx, version):
-            names = group_key_names(len(groups))
             restricted = restrict_to(term, exp.to_table(affected), groups, names)
             restricted = Term(
                 from_=restricted.from_,

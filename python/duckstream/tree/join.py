@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
-from duckstream.tree.base import Block, Context, Leaf, Term, conjuncts, union_all
+from duckstream.tree.base import Block, Context, Leaf, Term, column_tables, conjuncts, union_all
 
 INNER, LEFT, RIGHT, FULL = "inner", "left", "right", "full"
 MARK = "_ivm_present"
@@ -72,15 +72,13 @@ def _absent(alias: str) -> exp.Expr:
     return exp.Is(this=exp.column(MARK, table=alias), expression=exp.null())
 
 
-def _tables(expression: exp.Expr) -> set[str] | None:
-    """The aliases an expression's columns name; ``None`` if one is unqualified or it holds
-    a subquery or an aggregate (then it is no use for restricting rows)."""
-    if expression.find(exp.Query, exp.AggFunc):
+def _tables(expression: exp.Expr) -> frozenset[str] | None:
+    """The aliases an expression's columns name; ``None`` if it names none, one is
+    unqualified, or it holds a subquery or an aggregate (then it is no use for restricting
+    rows)."""
+    if expression.find(exp.AggFunc):
         return None
-    columns = list(expression.find_all(exp.Column))
-    if not columns or any(not c.table for c in columns):
-        return None
-    return {c.table for c in columns}
+    return column_tables([expression]) or None
 
 
 @dataclass(frozen=True)

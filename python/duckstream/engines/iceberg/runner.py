@@ -35,6 +35,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from duckstream.engines.iceberg.dialect import quoted
 from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION, render, value_query
 from duckstream.engines.iceberg.estimate import choose
 from duckstream.engines.iceberg.session import sql_with_commit_properties
@@ -227,7 +228,7 @@ def check_not_cached(spark: SparkSession, plan: IVMPlan) -> None:
     snapshot of a cached table from the cache (it takes the snapshots for the same plan), so
     the window's old state would be read as the current one."""
     for source in {(s.catalog, s.schema, s.table) for s in plan.sources}:
-        name = ".".join(f"`{part.replace('`', '``')}`" for part in source)
+        name = ".".join(quoted(part) for part in source)
         if spark.catalog.isCached(name):
             raise DuckstreamError(
                 f"duckstream: source {'.'.join(source)} of {plan.mv_table} is cached"
