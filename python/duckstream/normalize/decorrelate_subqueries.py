@@ -3,9 +3,16 @@
 Each subquery becomes a derived table ``_ivm_sqN`` joined to the SELECT whose WHERE holds it,
 built so that it matches at most one row per outer row (``DISTINCT`` keys, ``GROUP BY`` the
 correlation keys, or a global aggregate: exactly one row); the outer rows keep their
-multiplicities. A subquery may be correlated only by equalities ``inner = outer`` among the
-conjuncts of its own WHERE (they become the join's keys); ``=`` is not NULL-safe, in SQL as in
-the join, so a NULL key has no partner. Subqueries are rewritten innermost first.
+multiplicities. A subquery is correlated by conjuncts of its own WHERE. Equalities
+``inner = outer`` become the join's keys; ``=`` is not NULL-safe, in SQL as in the join, so a
+NULL key has no partner. Subqueries are rewritten innermost first.
+
+Other correlating comparisons (``inner <> outer``, ``<``, ...; TPC-H Q21), in EXISTS and IN
+only, over one outer table ``t``: the subquery is joined to the values its outer columns
+take, ``(SELECT DISTINCT t.c, ... FROM t) AS _ivm_sqD``, on its correlating conjuncts read from
+there, and its DISTINCT rows carry those values as keys; the outer query joins them on
+``t.c = key``. Each correlating conjunct must be a comparison of columns, literals and
+arithmetic: UNKNOWN where an outer column is NULL, as the join by ``=`` finds no partner.
 
 - ``EXISTS (q)`` where only TRUE keeps a row (under AND from the WHERE's top) becomes an inner
   join to ``SELECT DISTINCT keys FROM q``; elsewhere (under OR, NOT, in a CASE) a LEFT JOIN
@@ -15,16 +22,21 @@ the join, so a NULL key has no partner. Subqueries are rewritten innermost first
 - ``x NOT IN (q)`` where only TRUE keeps a row: TRUE iff q is empty, or x is not NULL, no
   value of q is NULL and none equals x (else UNKNOWN or FALSE): q's row and non-NULL counts
   (per correlation key, a missing key meaning empty) joined, and a LEFT JOIN for the match.
-- A scalar subquery, anywhere in WHERE, that is one aggregate expression without GROUP BY:
-  uncorrelated, a cross join to it (one row); correlated, a LEFT JOIN to it grouped by the
-  correlation keys, and where no group matched, the expression's value over no rows (COUNT
-  is 0, not NULL: ``CASE WHEN _ivm_sqN._ivm_m IS NULL THEN <over no rows> ...``).
-- An uncorrelated scalar aggregate subquery in the HAVING of a SELECT with GROUP BY: a cross
-  join, read as ``MAX(_ivm_sqN._ivm_v)`` (every row of a group carries the same value).
+- ``x IN (q)`` elsewhere (under OR or NOT, in the select list), where UNKNOWN and FALSE
+  differ: the same joins, and a CASE giving TRUE on a match, FALSE when q is empty, UNKNOWN
+  when x is NULL or q holds a NULL, else FALSE.
+- A scalar subquery, in WHERE or the select list, that is one aggregate expression without
+  GROUP BY: uncorrelated, a cross join to it (one row); correlated, a LEFT JOIN to it grouped
+  by the correlation keys, and where no group matched, the expression's value over no rows
+  (COUNT is 0, not NULL: ``CASE WHEN _ivm_sqN._ivm_m IS NULL THEN <over no rows> ...``).
+- In a SELECT with GROUP BY, an uncorrelated scalar aggregate subquery in HAVING or an item,
+  outside the aggregates: a cross join, read as ``MAX(_ivm_sqN._ivm_v)`` (every row of a
+  group carries the same value); inside an aggregate's argument, as in WHERE (per row).
 
-Anything else (IN / NOT IN where UNKNOWN differs from FALSE, other correlations, subqueries
-in the select list or in ON, a scalar subquery that is not an aggregate) is left in place
-and refused by ``validate.check_subqueries``, or refused here with the reason.
+Anything else (IN over several columns where UNKNOWN differs from FALSE, correlations other
+than comparisons, subqueries in ON, in an aggregate SELECT without GROUP BY outside the
+aggregates, a scalar subquery that is not an aggregate) is left in place and refused by
+``validate.check_subqueries``, or refused here with the reason.
 
 >>> from sqlglot import parse_one
 >>> def show(sql):
@@ -33,6 +45,8 @@ and refused by ``validate.check_subqueries``, or refused here with the reason.
 SELECT r.a FROM r JOIN (SELECT DISTINCT s.k AS _ivm_k1, TRUE AS _ivm_m FROM s WHERE s.b > 0) AS _ivm_sq1 ON r.k = _ivm_sq1._ivm_k1 WHERE TRUE
 >>> show("SELECT r.a FROM r WHERE r.a > 0 OR NOT EXISTS (SELECT 1 FROM s WHERE s.k = r.k)")
 SELECT r.a FROM r LEFT JOIN (SELECT DISTINCT s.k AS _ivm_k1, TRUE AS _ivm_m FROM s) AS _ivm_sq1 ON r.k = _ivm_sq1._ivm_k1 WHERE r.a > 0 OR NOT (NOT _ivm_sq1._ivm_m IS NULL)
+>>> show("SELECT r.a FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.b <> r.b)")
+SELECT r.a FROM r JOIN (SELECT DISTINCT _ivm_sq1.k AS _ivm_k1, _ivm_sq1.b AS _ivm_k2, TRUE AS _ivm_m FROM s JOIN (SELECT DISTINCT r.k AS k, r.b AS b FROM r) AS _ivm_sq1 ON s.k = _ivm_sq1.k AND s.b <> _ivm_sq1.b) AS _ivm_sq2 ON r.k = _ivm_sq2._ivm_k1 AND r.b = _ivm_sq2._ivm_k2 WHERE TRUE
 >>> show("SELECT r.a FROM r WHERE r.a > (SELECT avg(s.v) FROM s)")
 SELECT r.a FROM r CROSS JOIN (SELECT AVG(s.v) AS _ivm_v FROM s) AS _ivm_sq1 WHERE r.a > _ivm_sq1._ivm_v
 >>> show("SELECT r.a FROM r WHERE r.a < (SELECT count(*) FROM s WHERE s.k = r.k)")
@@ -45,7 +59,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from sqlglot import exp
@@ -92,6 +106,14 @@ class _Body:
 
     query: exp.Query
     pairs: list[tuple[exp.Expr, exp.Expr]]  # (inner, outer) of each correlating equality
+    # Correlated other than by equalities: the outer columns (of one outer table), and the
+    # correlating conjuncts with those columns read from the placeholder table ``_ivm_dom``
+    domain: list[exp.Column] = field(default_factory=list)
+    domain_on: exp.Expr | None = None
+
+    @property
+    def correlated(self) -> bool:
+        return bool(self.pairs or self.domain)
 
     @property
     def plain(self) -> bool:
@@ -109,7 +131,7 @@ class _Body:
         if self.plain:
             assert isinstance(self.query, exp.Select)
             return [i.unalias().copy() for i in self.query.expressions]
-        if self.pairs:
+        if self.correlated:
             raise _fail(node, "a correlated subquery with GROUP BY, HAVING or an aggregate")
         return [exp.column(n.copy(), "_ivm_b") for n in output_names(self.query)]
 
@@ -122,7 +144,7 @@ class _Body:
             select.set("distinct", None)
             select.set("expressions", items)
             return select
-        if self.pairs:
+        if self.correlated:
             raise _fail(node, "a correlated subquery with GROUP BY, HAVING or an aggregate")
         inner = exp.Subquery(this=self.query.copy(), alias=exp.TableAlias(this=_id("_ivm_b")))
         return exp.select(*items).from_(inner)
@@ -141,8 +163,15 @@ class _Rewriter:
         if where is not None:
             where.set("this", self._visit(where.this, positive=True))
         having = self.select.args.get("having")
-        if having is not None and self.select.args.get("group"):
-            having.set("this", self._visit_having(having.this))
+        if self.select.args.get("group"):
+            if having is not None:
+                having.set("this", self._visit_grouped(having.this))
+            items = [self._visit_grouped(i) for i in self.select.expressions]
+        elif not any(_aggregates_here(i) for i in self.select.expressions):
+            items = [self._visit(i, positive=False) for i in self.select.expressions]
+        else:  # one group, even over no rows, where a joined value would be missing: refused
+            items = self.select.expressions
+        self.select.set("expressions", items)
         if self.joins:
             for join in self.select.args.get("joins") or []:
                 if _is_comma(join):  # binds looser than the JOINs appended after it
@@ -161,7 +190,7 @@ class _Rewriter:
             if _is_in_query(negated):
                 return self._not_in(negated)
         if _is_in_query(node):
-            return self._in(node) if positive else node  # elsewhere: refused later
+            return self._in(node) if positive else self._in_value(node)
         if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
             return self._scalar(node, _body(node.this, node))
         if isinstance(node, exp.Select | exp.SetOperation | exp.Any | exp.All):
@@ -169,23 +198,28 @@ class _Rewriter:
         below = positive and isinstance(node, exp.And | exp.Paren)
         return _map_children(node, lambda child: self._visit(child, below))
 
-    def _visit_having(self, node: exp.Expr) -> exp.Expr:
-        if _is_in_query(node):
+    def _visit_grouped(self, node: exp.Expr) -> exp.Expr:
+        """``node``, an item or the HAVING of a grouped SELECT, with its subqueries outside
+        aggregates rewritten: uncorrelated scalar ones read as ``MAX`` of the joined value
+        (every row of a group carries the same); inside an aggregate's argument, per row."""
+        if isinstance(node, exp.AggFunc):
+            return _map_children(node, lambda child: self._visit(child, positive=False))
+        if _is_in_query(node) or isinstance(node, exp.Exists):
             return node  # refused later
         if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
             body = _body(node.this, node)
-            if body.pairs:
+            if body.correlated:
                 return node  # refused later
             return exp.Max(this=self._scalar(node, body))
         if isinstance(node, exp.Select | exp.SetOperation):
             return node
-        return _map_children(node, self._visit_having)
+        return _map_children(node, self._visit_grouped)
 
     # -- the rewrites ------------------------------------------------------------------------
 
     def _exists(self, node: exp.Exists, positive: bool) -> exp.Expr:
         body = _body(node.this, node)
-        if not body.pairs:
+        if not body.correlated:
             derived = body.select(
                 [_alias(exp.GT(this=_count_star(), expression=exp.Literal.number(0)), "_ivm_m")],
                 node,
@@ -220,13 +254,37 @@ class _Rewriter:
             exp.Not(this=exp.Is(this=exp.column("_ivm_m", alias), expression=exp.Null()))
         )
 
-    def _not_in(self, node: exp.In) -> exp.Expr:
+    def _in_value(self, node: exp.In) -> exp.Expr:
+        """``x IN (q)`` as SQL's three values, where UNKNOWN and FALSE differ (under OR or
+        NOT, in the select list): TRUE on a match; else FALSE if q is empty; else UNKNOWN if
+        x is NULL or q holds a NULL; else FALSE."""
         body = _body(node.args["query"].this, node)
         outer = _in_operands(node)
         values = body.values(node)
         if len(outer) != 1 or len(values) != 1:
-            raise _fail(node, "NOT IN over several columns is not supported")
+            raise _fail(node, "IN over several columns is maintained only as a WHERE conjunct")
+        _only_equalities(body, node)
         (x,), (v,) = outer, values
+        counted, empty = self._counts(body, v, node)
+        match = exp.column("_ivm_m", self._semi_alias(body, [v], [x], node, side="LEFT"))
+        unknown = exp.or_(
+            exp.Is(this=x.copy(), expression=exp.Null()),
+            exp.GT(this=exp.column("_ivm_n", counted), expression=exp.column("_ivm_nn", counted)),
+        )
+        return exp.Case(
+            ifs=[
+                exp.If(
+                    this=exp.Not(this=exp.Is(this=match, expression=exp.Null())), true=exp.true()
+                ),
+                exp.If(this=empty, true=exp.false()),
+                exp.If(this=unknown, true=exp.cast(exp.Null(), exp.DataType.build("boolean"))),
+            ],
+            default=exp.false(),
+        )
+
+    def _counts(self, body: _Body, v: exp.Expr, node: exp.Expr) -> tuple[str, exp.Expr]:
+        """Join q's row and non-NULL value counts (``_ivm_n``, ``_ivm_nn``; per correlation
+        key): the alias, and the predicate that q is empty."""
         keys = [i for i, _ in body.pairs]
         counts = [
             *(_alias(k, f"_ivm_k{n}") for n, k in enumerate(keys, 1)),
@@ -234,14 +292,23 @@ class _Rewriter:
             _alias(exp.Count(this=v.copy()), "_ivm_nn"),
         ]
         derived = body.select(counts, node)
-        if keys:
-            derived.set("group", exp.Group(expressions=[k.copy() for k in keys]))
-            on = _keys_on([o for _, o in body.pairs], len(keys))
-            counted = self._join(derived, on, side="LEFT")
-            empty: exp.Expr = exp.Is(this=exp.column("_ivm_n", counted), expression=exp.Null())
-        else:
+        if not keys:
             counted = self._join(derived, None)
-            empty = exp.column("_ivm_n", counted).eq(0)
+            return counted, exp.column("_ivm_n", counted).eq(0)
+        derived.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+        on = _keys_on([o for _, o in body.pairs], len(keys))
+        counted = self._join(derived, on, side="LEFT")
+        return counted, exp.Is(this=exp.column("_ivm_n", counted), expression=exp.Null())
+
+    def _not_in(self, node: exp.In) -> exp.Expr:
+        body = _body(node.args["query"].this, node)
+        outer = _in_operands(node)
+        values = body.values(node)
+        if len(outer) != 1 or len(values) != 1:
+            raise _fail(node, "NOT IN over several columns is not supported")
+        _only_equalities(body, node)
+        (x,), (v,) = outer, values
+        counted, empty = self._counts(body, v, node)
         match = exp.column("_ivm_m", self._semi_alias(body, [v], [x], node, side="LEFT"))
         keep = exp.and_(
             exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())),
@@ -260,11 +327,51 @@ class _Rewriter:
     ) -> str:
         inner = values + [i for i, _ in body.pairs]
         outer = outer + [o for _, o in body.pairs]
+        domain = next(self.names) if body.domain else None
+        if domain is not None:
+            inner += [exp.column(c.this.copy(), domain) for c in body.domain]
+            outer += [c.copy() for c in body.domain]
         items = [_alias(v, f"_ivm_k{n}") for n, v in enumerate(inner, 1)]
         derived = body.select([*items, _alias(exp.true(), "_ivm_m")], node).distinct()
+        if domain is not None:
+            assert body.domain_on is not None
+            on = body.domain_on.copy()
+            for column in on.find_all(exp.Column):
+                if column.table == "_ivm_dom":
+                    column.set("table", _id(domain))
+            joins = derived.args.get("joins") or []
+            for join in joins:
+                if _is_comma(join):  # binds looser than the JOIN appended after it
+                    join.set("kind", "CROSS")
+            values_of = self._domain_values(body, node)
+            alias = exp.TableAlias(this=_id(domain))
+            derived.set(
+                "joins", [*joins, exp.Join(this=exp.Subquery(this=values_of, alias=alias), on=on)]
+            )
         return self._join(derived, _keys_on(outer, len(inner)), side=side)
 
+    def _domain_values(self, body: _Body, node: exp.Expr) -> exp.Select:
+        """``SELECT DISTINCT t.c1 AS c1, ... FROM <t's source> AS t``: every value the outer
+        columns (of the one outer table ``t``) take, whatever the outer query's filters."""
+        table = body.domain[0].table
+        sources = [self.select.args.get("from_"), *(self.select.args.get("joins") or [])]
+        for source in sources:
+            if source is not None and source.this.alias_or_name == table:
+                relation = source.this
+                break
+        else:
+            raise _fail(
+                node,
+                f"a subquery correlated other than by equalities to `{table}`,"
+                " a table of a query further out",
+            )
+        if not isinstance(relation, exp.Table | exp.Subquery):
+            raise _fail(node, f"a subquery correlated other than by equalities to `{table}`")
+        items = [exp.alias_(c.copy(), c.this.copy()) for c in body.domain]
+        return exp.select(*items).from_(relation.copy()).distinct()
+
     def _scalar(self, node: exp.Subquery, body: _Body) -> exp.Expr:
+        _only_equalities(body, node)
         query = body.query
         if not isinstance(query, exp.Select) or len(query.expressions) != 1:
             raise _fail(node, "a scalar subquery must be a SELECT of one column")
@@ -340,6 +447,24 @@ def _alias(node: exp.Expr, name: str) -> exp.Expr:
 
 def _count_star() -> exp.Count:
     return exp.Count(this=exp.Star())
+
+
+def _aggregates_here(node: exp.Expr) -> bool:
+    """Whether ``node`` calls an aggregate of its own SELECT (not in a subquery, not a
+    window function)."""
+    return any(
+        not isinstance(agg.parent, exp.Window) and not _in_subquery(agg, node)
+        for agg in node.find_all(exp.AggFunc)
+    )
+
+
+def _in_subquery(node: exp.Expr, top: exp.Expr) -> bool:
+    parent = node.parent
+    while parent is not None and parent is not top:
+        if isinstance(parent, exp.Query):
+            return True
+        parent = parent.parent
+    return False
 
 
 def _unparen(node: exp.Expr) -> exp.Expr:
@@ -437,7 +562,7 @@ def _body(query: exp.Expr, node: exp.Expr) -> _Body:
     if not isinstance(query, exp.Select):
         raise _fail(node, "a correlated set operation in a subquery")
     where = query.args.get("where")
-    pairs, rest = [], []
+    pairs, correlating, rest = [], [], []
     for conjunct in (
         where.this.flatten()
         if where is not None and isinstance(where.this, exp.And)
@@ -447,16 +572,91 @@ def _body(query: exp.Expr, node: exp.Expr) -> _Body:
         if not refs:
             rest.append(conjunct)
             continue
+        correlating.append((conjunct, refs))
         pair = _equality(_unparen(conjunct), references)
-        if pair is None:
-            raise _fail(node, "a subquery may be correlated only by equalities `inner = outer`")
-        pairs.append(pair)
+        if pair is not None:
+            pairs.append(pair)
         references -= {id(c) for c in refs}
     if references:
-        raise _fail(node, "a subquery may refer to the outer query only in its WHERE's equalities")
+        raise _fail(node, "a subquery may refer to the outer query only in its WHERE's conjuncts")
     body = query.copy()
     body.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
-    return _Body(body, [(i.copy(), o.copy()) for i, o in pairs])
+    if len(pairs) == len(correlating):
+        return _Body(body, [(i.copy(), o.copy()) for i, o in pairs])
+    return _domain_body(body, correlating, node)
+
+
+def _domain_body(
+    body: exp.Query, correlating: list[tuple[exp.Expr, list[exp.Column]]], node: exp.Expr
+) -> _Body:
+    """A subquery correlated by comparisons other than ``inner = outer``: the outer columns
+    become a domain table ``_ivm_dom`` and every correlating conjunct reads them from it.
+    Each conjunct must be a comparison of columns, literals and arithmetic: UNKNOWN when an
+    outer column is NULL, so that an outer row whose column is NULL, which the join to the
+    domain by ``=`` leaves without a partner, would have found no match in SQL either."""
+    tables = {c.table for _, refs in correlating for c in refs}
+    if len(tables) != 1:
+        raise _fail(
+            node,
+            "a subquery correlated other than by equalities `inner = outer` may read only one"
+            " outer table",
+        )
+    domain: dict[str, exp.Column] = {}
+    conjuncts = []
+    for conjunct, refs in correlating:
+        if not _null_rejecting(_unparen(conjunct)):
+            raise _fail(
+                node,
+                "a subquery may be correlated only by comparisons (=, <>, <, <=, >, >=) of"
+                " columns, literals and arithmetic",
+            )
+        ids = {id(c) for c in refs}
+        for column in refs:
+            domain.setdefault(column.name, column)
+        copied = conjunct.copy()
+        # walk the conjunct and its copy side by side: the outer columns by identity
+        for original, column in zip(list(conjunct.walk()), list(copied.walk()), strict=True):
+            if id(original) in ids:
+                assert isinstance(column, exp.Column)
+                column.set("table", _id("_ivm_dom"))
+        conjuncts.append(copied)
+    columns = [c.copy() for c in domain.values()]
+    return _Body(body, [], columns, exp.and_(*conjuncts))
+
+
+# A comparison over these is UNKNOWN when any column in it is NULL.
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+_NULL_PROPAGATING = (
+    exp.Column,
+    exp.Identifier,
+    exp.Literal,
+    exp.Paren,
+    exp.Neg,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.Mod,
+    exp.Cast,
+    exp.DataType,
+)
+
+
+def _null_rejecting(node: exp.Expr) -> bool:
+    return isinstance(node, _COMPARISONS) and all(
+        isinstance(n, _NULL_PROPAGATING)
+        for side in (node.this, node.expression)
+        for n in side.walk()
+    )
+
+
+def _only_equalities(body: _Body, node: exp.Expr) -> None:
+    if body.domain:
+        raise _fail(
+            node,
+            "only EXISTS and IN subqueries may be correlated other than by equalities"
+            " `inner = outer`",
+        )
 
 
 def _equality(node: exp.Expr, references: set[int]) -> tuple[exp.Expr, exp.Expr] | None:

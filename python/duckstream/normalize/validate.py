@@ -109,21 +109,26 @@ def check_subqueries(expression: exp.Expr) -> None:
     for node in expression.walk():
         if isinstance(node, exp.Exists):
             raise _fail(
-                "subquery", node, "EXISTS is maintained only in WHERE (correlated by equalities)"
+                "subquery",
+                node,
+                "EXISTS is maintained in WHERE and the select list (in a GROUP BY view: inside"
+                " an aggregate)",
             )
         if isinstance(node, exp.In) and node.args.get("query"):
             raise _fail(
                 "subquery",
                 node,
-                "IN / NOT IN (SELECT ...) is maintained only as a conjunct of WHERE (where "
-                "UNKNOWN and FALSE both drop the row), correlated by equalities",
+                "IN / NOT IN (SELECT ...) is maintained in WHERE, in the select list and"
+                " in GROUP BY views' aggregates, correlated by comparisons (over several"
+                " columns: only as a WHERE conjunct)",
             )
         if isinstance(node, exp.Subquery) and not isinstance(node.parent, in_from):
             raise _fail(
                 "subquery",
                 node,
-                "a scalar subquery is maintained only in WHERE (or, uncorrelated, in the HAVING"
-                " of a GROUP BY), as one aggregate without GROUP BY",
+                "a scalar subquery is maintained only in WHERE and the select list (in a"
+                " GROUP BY view: uncorrelated, or inside an aggregate), as one aggregate"
+                " without GROUP BY",
             )
         if isinstance(node, exp.Select | exp.SetOperation) and not _in_from(node):
             raise _fail("subquery", node.parent or node, "a query outside FROM is not maintained")
