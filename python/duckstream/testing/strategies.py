@@ -906,11 +906,11 @@ SUBQUERY_AGGREGATES = ["count(*)", "count({v})", "sum(i.k)", "min({v})", "max({v
 
 @st.composite
 def subquery_views(draw, tables_: list[TableSpec]) -> str:
-    """A view whose WHERE holds a subquery over the last table (alias ``i``) read by the first
-    (alias ``o``): ``[NOT] EXISTS`` correlated by equalities or not, ``[NOT] IN``, a scalar
-    aggregate (correlated or not, counts included), at the top of WHERE or (where SQL's
-    UNKNOWN cannot differ from FALSE) under OR / NOT; in a plain, DISTINCT, grouped or global
-    view, at the top or inside a CTE."""
+    """A view whose WHERE (or select list) holds a subquery over the last table (alias ``i``)
+    read by the first (alias ``o``): ``[NOT] EXISTS`` correlated by equalities, by other
+    comparisons or not, ``[NOT] IN``, a scalar aggregate (correlated or not, counts
+    included), at the top of WHERE or under OR / NOT (where SQL's UNKNOWN differs from FALSE)
+    or as an item; in a plain, DISTINCT, grouped or global view, at the top or inside a CTE."""
     t0, t1 = tables_[0], tables_[-1]
     outer = [(f"o.{c.name}", c.type) for c in t0.columns]
     inner = [(f"i.{c.name}", c.type) for c in t1.columns]
@@ -924,6 +924,14 @@ def subquery_views(draw, tables_: list[TableSpec]) -> str:
             correlations.append(f"{b} = {a}")
     if kind == "scalar":
         correlations = []
+    # other comparisons (EXISTS and IN only): joined to the outer columns' values
+    compared = [(a, b) for a, ta in inner[1:] for b, tb in outer[1:] if ta == tb]
+    by_comparison = (
+        kind in ("exists", "not_exists", "in") and compared and draw(st.integers(0, 2)) == 0
+    )
+    if by_comparison:
+        a, b = draw(st.sampled_from(compared))
+        correlations.append(f"{a} {draw(st.sampled_from(['<>', '<', '>=']))} {b}")
     conditions = list(correlations)
     if draw(st.booleans()):
         conditions.append(draw(predicate(inner)))
@@ -940,6 +948,7 @@ def subquery_views(draw, tables_: list[TableSpec]) -> str:
         pairs = [(a, b) for a, ta in inner for b, tb in outer if ta == tb]
         v, x = draw(st.sampled_from(pairs))
         condition = f"{x} {'NOT ' if kind == 'not_in' else ''}IN (SELECT {v} FROM {source}{where})"
+        positive = bool(by_comparison)  # else also under OR / NOT, where UNKNOWN matters
     else:
         v = draw(st.sampled_from(inner))[0]
         aggregate = draw(st.sampled_from(SUBQUERY_AGGREGATES)).format(v=v)
@@ -957,9 +966,12 @@ def subquery_views(draw, tables_: list[TableSpec]) -> str:
         condition = f"({condition} {joiner} {other})"
     if not positive and draw(st.integers(0, 3)) == 0:
         condition = f"NOT ({condition})"
-    shape = draw(st.sampled_from(["project", "distinct", "aggregate", "global"]))
+    shape = draw(st.sampled_from(["project", "distinct", "aggregate", "global", "item"]))
     c = outer[-1][0]
+    if shape == "item" and not positive:  # the predicate's value in the select list
+        return f"SELECT o.k, {c} AS c, {condition} AS b FROM {quote_ident(t0.name)} AS o"
     select = {
+        "item": f"SELECT o.k, {c} AS c FROM {quote_ident(t0.name)} AS o",
         "project": f"SELECT o.k, {c} AS c FROM {quote_ident(t0.name)} AS o",
         "distinct": f"SELECT DISTINCT {c} AS c FROM {quote_ident(t0.name)} AS o",
         "aggregate": f"SELECT o.k, count(*) AS n, count({c}) AS m FROM {quote_ident(t0.name)} AS o",
