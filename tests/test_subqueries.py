@@ -214,10 +214,17 @@ SCENARIOS: dict[str, Scenario] = {
         [R, S], _r("r.id = 2 OR r.x NOT IN (SELECT s.v FROM s WHERE s.k = r.k)"), CYCLES
     ),
     # in the select list
-    "in_and_exists_in_select": Scenario(
+    "in_in_select": Scenario(
         [R, S],
         "SELECT r.id, r.x IN (SELECT s.v FROM s WHERE s.flag) AS hit,"
-        " NOT EXISTS (SELECT 1 FROM s WHERE s.k = r.k) AS lonely FROM r",
+        " CASE WHEN NOT (r.x IN (SELECT s.v FROM s)) THEN 1 ELSE 0 END AS miss FROM r",
+        CYCLES,
+        spark_refused="spark_unsupported",  # Spark gives FALSE for SQL's UNKNOWN there
+    ),
+    "exists_in_select": Scenario(
+        [R, S],
+        "SELECT r.id, NOT EXISTS (SELECT 1 FROM s WHERE s.k = r.k) AS lonely,"
+        " EXISTS (SELECT 1 FROM s WHERE s.v > r.x) AS beaten FROM r",
         CYCLES,
     ),
     "scalars_in_select": Scenario(
@@ -238,6 +245,7 @@ SCENARIOS: dict[str, Scenario] = {
         " count(CASE WHEN r.x NOT IN (SELECT s.v FROM s) THEN 1 END) AS misses"
         " FROM r GROUP BY r.k",
         CYCLES,
+        spark_refused="spark_unsupported",
     ),
     # placement: CTEs, derived tables, nested subqueries
     "in_cte": Scenario(

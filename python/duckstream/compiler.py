@@ -102,7 +102,7 @@ def compile_ivm(
         sources=sources,
         columns=schema,
     )
-    engine.check_view(select, schema)
+    engine.check_view(parsed, select, schema)
     found: dict[str, Source] = {}
     references: dict[PlanSource, None] = {}
 

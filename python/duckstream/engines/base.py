@@ -178,9 +178,11 @@ class Engine(ABC):
         insert. An engine without transactions overrides this to make it one commit."""
         return [self.statement(exp.delete(self.tgt.table())), *map(self.statement, inserts)]
 
-    def check_view(self, select: exp.Select, schema: dict | None) -> None:
-        """Raise :class:`~duckstream.errors.UnsupportedSQLError` for a construct of the
-        normalized view that this engine cannot maintain (``schema`` as in ``compile_ivm``)."""
+    def check_view(self, view: exp.Expr, select: exp.Select, schema: dict | None) -> None:
+        """Raise :class:`~duckstream.errors.UnsupportedSQLError` for a construct this engine
+        cannot maintain: in the ``view`` as written (where this engine's SQL means something
+        the rewrites would not keep) or in the normalized ``select`` (``schema`` as in
+        ``compile_ivm``)."""
         return None  # every construct the compiler accepts
 
     def create_temp(self, table: exp.Table, query: exp.Expr) -> Step:

@@ -683,7 +683,7 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
     if construct == "set_operations":
         return draw(set_operation_views(tables_, portable))
     if construct == "subqueries":
-        return draw(subquery_views(tables_))
+        return draw(subquery_views(tables_, portable))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -905,12 +905,13 @@ SUBQUERY_AGGREGATES = ["count(*)", "count({v})", "sum(i.k)", "min({v})", "max({v
 
 
 @st.composite
-def subquery_views(draw, tables_: list[TableSpec]) -> str:
+def subquery_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
     """A view whose WHERE (or select list) holds a subquery over the last table (alias ``i``)
     read by the first (alias ``o``): ``[NOT] EXISTS`` correlated by equalities, by other
     comparisons or not, ``[NOT] IN``, a scalar aggregate (correlated or not, counts
     included), at the top of WHERE or under OR / NOT (where SQL's UNKNOWN differs from FALSE)
-    or as an item; in a plain, DISTINCT, grouped or global view, at the top or inside a CTE."""
+    or as an item; in a plain, DISTINCT, grouped or global view, at the top or inside a CTE.
+    ``portable``: no ``IN`` as an item (Spark gives FALSE where SQL gives UNKNOWN there)."""
     t0, t1 = tables_[0], tables_[-1]
     outer = [(f"o.{c.name}", c.type) for c in t0.columns]
     inner = [(f"i.{c.name}", c.type) for c in t1.columns]
@@ -968,7 +969,8 @@ def subquery_views(draw, tables_: list[TableSpec]) -> str:
         condition = f"NOT ({condition})"
     shape = draw(st.sampled_from(["project", "distinct", "aggregate", "global", "item"]))
     c = outer[-1][0]
-    if shape == "item" and not positive:  # the predicate's value in the select list
+    as_item = not positive and not (portable and kind in ("in", "not_in"))
+    if shape == "item" and as_item:  # the predicate's value in the select list
         return f"SELECT o.k, {c} AS c, {condition} AS b FROM {quote_ident(t0.name)} AS o"
     select = {
         "item": f"SELECT o.k, {c} AS c FROM {quote_ident(t0.name)} AS o",

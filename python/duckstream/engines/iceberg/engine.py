@@ -52,7 +52,7 @@ from duckstream.engines.iceberg.dialect import (
     quoted,
     variable,
 )
-from duckstream.engines.iceberg.unsupported import check_view
+from duckstream.engines.iceberg.unsupported import check_view, check_written
 from duckstream.plan import (
     Begin,
     Cleanup,
@@ -128,7 +128,8 @@ def render(step: Step) -> list[str]:
 class IcebergEngine(Engine):
     dialect = DIALECT
 
-    def check_view(self, select: exp.Select, schema: dict | None) -> None:
+    def check_view(self, view: exp.Expr, select: exp.Select, schema: dict | None) -> None:
+        check_written(view)
         check_view(select, schema)
 
     # -- run-time values -------------------------------------------------------------------

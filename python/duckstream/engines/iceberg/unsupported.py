@@ -12,6 +12,12 @@ double sums are exact; so is a cast to an explicit DECIMAL(p, s)). DuckDB divide
 DOUBLE and is not affected; aggregates inside derived tables are recomputed per affected group
 and are not affected either.
 
+**``x IN (subquery)`` where its value is more than a filter** (in the select list, under
+``IS NULL``, compared, in a CASE of the select list): Spark 3.5 gives FALSE where SQL gives
+UNKNOWN (``NULL IN (SELECT ...)`` over rows, ``5 IN (SELECT ...)`` over a NULL and no 5), so
+its recomputation and a maintained table (SQL's three values) would differ. In WHERE and
+HAVING under AND, OR and NOT, Spark keeps SQL's meaning, and there it is maintained.
+
 **An untyped NULL column** (``SELECT DISTINCT k, NULL AS z``, or a set operation whose branches
 all give NULL there): Spark types it ``void``, which an Iceberg table cannot hold. Way out:
 give it a type, ``CAST(NULL AS STRING) AS z``.
@@ -53,6 +59,24 @@ def check_view(select: exp.Select, schema: dict | None) -> None:
                             " precision drifts as deltas merge); cast it, e.g. CAST(sum(x) AS"
                             f" DOUBLE), or pass schema= if it is not DECIMAL: `{division.sql()}`",
                         )
+
+
+def check_written(view: exp.Expr) -> None:
+    """Refuse ``IN (subquery)`` where Spark's FALSE for SQL's UNKNOWN would show: anywhere but
+    in WHERE or HAVING through AND, OR, NOT and parentheses."""
+    for node in view.find_all(exp.In):
+        if not isinstance(node.args.get("query"), exp.Expr):
+            continue
+        parent = node.parent
+        while isinstance(parent, exp.And | exp.Or | exp.Not | exp.Paren):
+            parent = parent.parent
+        if not isinstance(parent, exp.Where | exp.Having):
+            raise UnsupportedSQLError(
+                FEATURE,
+                "IN (subquery) is maintained on Spark only as a filter (in WHERE or HAVING,"
+                " under AND, OR, NOT): elsewhere Spark gives FALSE where SQL gives UNKNOWN"
+                f" (NULL): `{node.sql(dialect='spark')}`",
+            )
 
 
 def _null_in_every_branch(select: exp.Select) -> list[exp.Expr]:
