@@ -224,7 +224,7 @@ SCENARIOS: dict[str, Scenario] = {
     "exists_in_select": Scenario(
         [R, S],
         "SELECT r.id, NOT EXISTS (SELECT 1 FROM s WHERE s.k = r.k) AS lonely,"
-        " EXISTS (SELECT 1 FROM s WHERE s.v > r.x) AS beaten FROM r",
+        " EXISTS (SELECT 1 FROM s WHERE s.v = r.x AND s.flag) AS seen FROM r",
         CYCLES,
     ),
     "scalars_in_select": Scenario(
