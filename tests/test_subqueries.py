@@ -213,6 +213,21 @@ SCENARIOS: dict[str, Scenario] = {
     "not_in_correlated_under_or": Scenario(
         [R, S], _r("r.id = 2 OR r.x NOT IN (SELECT s.v FROM s WHERE s.k = r.k)"), CYCLES
     ),
+    # quantified comparisons: ANY / SOME / ALL (= ANY is IN, <> ALL is NOT IN)
+    "greater_than_all": Scenario(
+        [R, S],
+        _r("r.x > ALL (SELECT s.v FROM s WHERE s.flag)"),
+        CYCLES,
+        spark_refused="spark_unsupported",  # Spark SQL has no ANY / ALL over a subquery
+    ),
+    "quantified_under_not_and_in_select": Scenario(
+        [R, S],
+        "SELECT r.id, r.x <= SOME (SELECT s.v FROM s WHERE s.k = r.k) AS reached,"
+        " r.x = ALL (SELECT s.v FROM s WHERE s.k = r.k) AS same FROM r"
+        " WHERE NOT (r.x < ANY (SELECT s.v FROM s)) OR r.x <> ALL (SELECT s.v FROM s)",
+        CYCLES,
+        spark_refused="spark_unsupported",
+    ),
     # in the select list
     "in_in_select": Scenario(
         [R, S],

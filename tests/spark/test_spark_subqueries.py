@@ -30,6 +30,7 @@ ONE_OF_EACH_KIND = [
     "not_in_correlated",
     "in_under_not",
     "in_in_select",
+    "greater_than_all",
     "exists_in_select",
     "share_of_total",
     "scalar_avg",

@@ -25,6 +25,9 @@ arithmetic: UNKNOWN where an outer column is NULL, as the join by ``=`` finds no
 - ``x IN (q)`` elsewhere (under OR or NOT, in the select list), where UNKNOWN and FALSE
   differ: the same joins, and a CASE giving TRUE on a match, FALSE when q is empty, UNKNOWN
   when x is NULL or q holds a NULL, else FALSE.
+- ``x op ANY / SOME / ALL (q)``: ``= ANY`` as IN, ``<> ALL`` as NOT IN; the others from q's
+  counts, least and greatest values (``x > ALL (q)``: TRUE when q is empty, FALSE when
+  ``x <= max``, UNKNOWN when x is NULL or q holds a NULL, else TRUE).
 - A scalar subquery, in WHERE or the select list, that is one aggregate expression without
   GROUP BY: uncorrelated, a cross join to it (one row); correlated, a LEFT JOIN to it grouped
   by the correlation keys, and where no group matched, the expression's value over no rows
@@ -51,6 +54,8 @@ SELECT r.a FROM r JOIN (SELECT DISTINCT _ivm_sq1.k AS _ivm_k1, _ivm_sq1.b AS _iv
 SELECT r.a FROM r CROSS JOIN (SELECT AVG(s.v) AS _ivm_v FROM s) AS _ivm_sq1 WHERE r.a > _ivm_sq1._ivm_v
 >>> show("SELECT r.a FROM r WHERE r.a < (SELECT count(*) FROM s WHERE s.k = r.k)")
 SELECT r.a FROM r LEFT JOIN (SELECT s.k AS _ivm_k1, COUNT(*) AS _ivm_v, TRUE AS _ivm_m FROM s GROUP BY s.k) AS _ivm_sq1 ON r.k = _ivm_sq1._ivm_k1 WHERE r.a < CASE WHEN _ivm_sq1._ivm_m IS NULL THEN 0 ELSE _ivm_sq1._ivm_v END
+>>> show("SELECT r.a FROM r WHERE r.a > ALL (SELECT s.v FROM s)")
+SELECT r.a FROM r CROSS JOIN (SELECT COUNT(*) AS _ivm_n, COUNT(s.v) AS _ivm_nn, MIN(s.v) AS _ivm_lo, MAX(s.v) AS _ivm_hi FROM s) AS _ivm_sq1 WHERE CASE WHEN _ivm_sq1._ivm_n = 0 THEN TRUE WHEN NOT r.a > _ivm_sq1._ivm_hi THEN FALSE WHEN r.a IS NULL OR _ivm_sq1._ivm_n > _ivm_sq1._ivm_nn THEN CAST(NULL AS BOOLEAN) ELSE TRUE END
 >>> show("SELECT r.a FROM r WHERE r.a NOT IN (SELECT s.v FROM s)")
 SELECT r.a FROM r CROSS JOIN (SELECT COUNT(*) AS _ivm_n, COUNT(s.v) AS _ivm_nn FROM s) AS _ivm_sq1 LEFT JOIN (SELECT DISTINCT s.v AS _ivm_k1, TRUE AS _ivm_m FROM s) AS _ivm_sq2 ON r.a = _ivm_sq2._ivm_k1 WHERE (_ivm_sq1._ivm_n = 0 OR (NOT r.a IS NULL AND _ivm_sq1._ivm_n = _ivm_sq1._ivm_nn AND _ivm_sq2._ivm_m IS NULL))
 """  # noqa: E501
@@ -58,7 +63,7 @@ SELECT r.a FROM r CROSS JOIN (SELECT COUNT(*) AS _ivm_n, COUNT(s.v) AS _ivm_nn F
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
@@ -191,10 +196,12 @@ class _Rewriter:
                 return self._not_in(negated)
         if _is_in_query(node):
             return self._in(node) if positive else self._in_value(node)
+        if _is_quantified(node):
+            return self._quantified(node, positive)
         if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
             return self._scalar(node, _body(node.this, node))
         if isinstance(node, exp.Select | exp.SetOperation | exp.Any | exp.All):
-            return node  # another scope, or x op ANY / ALL (...): refused later
+            return node  # another scope, or ANY / ALL over a list: refused later
         below = positive and isinstance(node, exp.And | exp.Paren)
         return _map_children(node, lambda child: self._visit(child, below))
 
@@ -282,14 +289,69 @@ class _Rewriter:
             default=exp.false(),
         )
 
-    def _counts(self, body: _Body, v: exp.Expr, node: exp.Expr) -> tuple[str, exp.Expr]:
+    def _quantified(self, node: exp.Binary, positive: bool) -> exp.Expr:
+        """``x op ANY / SOME / ALL (q)``: ``= ANY`` is IN and ``<> ALL`` NOT IN; the others
+        read q's least and greatest values with its counts, in SQL's three values (ALL over
+        an empty q is TRUE, ANY FALSE; UNKNOWN when x is NULL or a NULL in q could decide)."""
+        quantifier = node.expression
+        every = isinstance(quantifier, exp.All)
+        query = exp.Subquery(this=_unparen(quantifier.this).copy())
+        as_in = exp.In(this=node.this.copy(), query=query)
+        if isinstance(node, exp.EQ) and not every:
+            return self._in(as_in) if positive else self._in_value(as_in)
+        if isinstance(node, exp.NEQ) and every:
+            return self._not_in(as_in) if positive else exp.Not(this=self._in_value(as_in))
+        body = _body(query.this, node)
+        values = body.values(node)
+        if len(values) != 1:
+            raise _fail(node, "ANY / ALL compares one value with one column")
+        _only_equalities(body, node)
+        (x,), (v,) = [node.this], values
+        extremes = [
+            _alias(exp.Min(this=v.copy()), "_ivm_lo"),
+            _alias(exp.Max(this=v.copy()), "_ivm_hi"),
+        ]
+        counted, empty = self._counts(body, v, node, extremes)
+        lo, hi = exp.column("_ivm_lo", counted), exp.column("_ivm_hi", counted)
+        if isinstance(node, exp.EQ | exp.NEQ):  # = ALL, <> ANY: some value differs from x
+            decisive: exp.Expr = exp.paren(exp.or_(x.copy().neq(lo), x.copy().neq(hi)))
+        else:  # ALL: the extreme that could fail; ANY: the one that could pass
+            low = isinstance(node, exp.GT | exp.GTE) != every
+            decisive = type(node)(this=x.copy(), expression=lo if low else hi)
+            if every:
+                decisive = exp.Not(this=decisive)
+        unknown = exp.or_(
+            exp.Is(this=x.copy(), expression=exp.Null()),
+            exp.GT(this=exp.column("_ivm_n", counted), expression=exp.column("_ivm_nn", counted)),
+        )
+        # ALL: TRUE when empty, FALSE when a value fails x op v; ANY: the other way round
+        ifs = (
+            [(empty, exp.true()), (decisive, exp.false())]
+            if every
+            else [
+                (decisive, exp.true()),
+                (empty, exp.false()),
+            ]
+        )
+        return exp.Case(
+            ifs=[
+                *(exp.If(this=c, true=t) for c, t in ifs),
+                exp.If(this=unknown, true=exp.cast(exp.Null(), exp.DataType.build("boolean"))),
+            ],
+            default=exp.true() if every else exp.false(),
+        )
+
+    def _counts(
+        self, body: _Body, v: exp.Expr, node: exp.Expr, extra: Sequence[exp.Expr] = ()
+    ) -> tuple[str, exp.Expr]:
         """Join q's row and non-NULL value counts (``_ivm_n``, ``_ivm_nn``; per correlation
-        key): the alias, and the predicate that q is empty."""
+        key) and the ``extra`` aggregates: the alias, and the predicate that q is empty."""
         keys = [i for i, _ in body.pairs]
         counts = [
             *(_alias(k, f"_ivm_k{n}") for n, k in enumerate(keys, 1)),
             _alias(_count_star(), "_ivm_n"),
             _alias(exp.Count(this=v.copy()), "_ivm_nn"),
+            *extra,
         ]
         derived = body.select(counts, node)
         if not keys:
@@ -475,6 +537,15 @@ def _unparen(node: exp.Expr) -> exp.Expr:
 
 def _is_in_query(node: exp.Expr) -> TypeGuard[exp.In]:
     return isinstance(node, exp.In) and isinstance(node.args.get("query"), exp.Expr)
+
+
+def _is_quantified(node: exp.Expr) -> TypeGuard[exp.Binary]:
+    """``x op ANY / SOME / ALL (SELECT ...)``."""
+    return (
+        isinstance(node, exp.EQ | exp.NEQ | exp.GT | exp.GTE | exp.LT | exp.LTE)
+        and isinstance(node.expression, exp.Any | exp.All)
+        and isinstance(_unparen(node.expression.this), exp.Query | exp.Subquery)
+    )
 
 
 def _is_comma(join: exp.Join) -> bool:

@@ -18,6 +18,8 @@ UNKNOWN (``NULL IN (SELECT ...)`` over rows, ``5 IN (SELECT ...)`` over a NULL a
 its recomputation and a maintained table (SQL's three values) would differ. In WHERE and
 HAVING under AND, OR and NOT, Spark keeps SQL's meaning, and there it is maintained.
 
+**``x op ANY / ALL (subquery)``**: Spark SQL does not parse it (sqlglot does).
+
 **An untyped NULL column** (``SELECT DISTINCT k, NULL AS z``, or a set operation whose branches
 all give NULL there): Spark types it ``void``, which an Iceberg table cannot hold. Way out:
 give it a type, ``CAST(NULL AS STRING) AS z``.
@@ -63,7 +65,15 @@ def check_view(select: exp.Select, schema: dict | None) -> None:
 
 def check_written(view: exp.Expr) -> None:
     """Refuse ``IN (subquery)`` where Spark's FALSE for SQL's UNKNOWN would show: anywhere but
-    in WHERE or HAVING through AND, OR, NOT and parentheses."""
+    in WHERE or HAVING through AND, OR, NOT and parentheses; and ``op ANY / ALL (subquery)``,
+    which Spark SQL does not parse (the view could not be recomputed)."""
+    for quantified in view.find_all(exp.Any, exp.All):
+        if isinstance(quantified.this, exp.Query | exp.Subquery):
+            raise UnsupportedSQLError(
+                FEATURE,
+                "Spark SQL has no ANY / SOME / ALL over a subquery; write it with IN, EXISTS"
+                f" or an aggregate (e.g. x > (SELECT max(v) ...)): `{quantified.parent.sql()}`",
+            )
     for node in view.find_all(exp.In):
         if not isinstance(node.args.get("query"), exp.Expr):
             continue
