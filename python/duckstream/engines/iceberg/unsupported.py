@@ -69,10 +69,11 @@ def check_written(view: exp.Expr) -> None:
     which Spark SQL does not parse (the view could not be recomputed)."""
     for quantified in view.find_all(exp.Any, exp.All):
         if isinstance(quantified.this, exp.Query | exp.Subquery):
+            text = (quantified.parent or quantified).sql()
             raise UnsupportedSQLError(
                 FEATURE,
                 "Spark SQL has no ANY / SOME / ALL over a subquery; write it with IN, EXISTS"
-                f" or an aggregate (e.g. x > (SELECT max(v) ...)): `{quantified.parent.sql()}`",
+                f" or an aggregate (e.g. x > (SELECT max(v) ...)): `{text}`",
             )
     for node in view.find_all(exp.In):
         if not isinstance(node.args.get("query"), exp.Expr):
