@@ -908,14 +908,15 @@ SUBQUERY_AGGREGATES = ["count(*)", "count({v})", "sum(i.k)", "min({v})", "max({v
 def subquery_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
     """A view whose WHERE (or select list) holds a subquery over the last table (alias ``i``)
     read by the first (alias ``o``): ``[NOT] EXISTS`` correlated by equalities, by other
-    comparisons or not, ``[NOT] IN``, a scalar aggregate (correlated or not, counts
-    included), at the top of WHERE or under OR / NOT (where SQL's UNKNOWN differs from FALSE)
-    or as an item; in a plain, DISTINCT, grouped or global view, at the top or inside a CTE.
+    comparisons or not, ``[NOT] IN``, ``op ANY / ALL``, a scalar aggregate (correlated or
+    not, counts included), at the top of WHERE or under OR / NOT (where SQL's UNKNOWN
+    differs from FALSE) or as an item; in a plain, DISTINCT, grouped or global view, at the
+    top or inside a CTE.
     ``portable``: no ``IN`` as an item (Spark gives FALSE where SQL gives UNKNOWN there)."""
     t0, t1 = tables_[0], tables_[-1]
     outer = [(f"o.{c.name}", c.type) for c in t0.columns]
     inner = [(f"i.{c.name}", c.type) for c in t1.columns]
-    kind = draw(st.sampled_from(SUBQUERY_KINDS))
+    kind = draw(st.sampled_from(SUBQUERY_KINDS + ([] if portable else ["quantified"])))
     correlations = []
     if kind in ("exists", "not_exists", "scalar_correlated") or draw(st.booleans()):
         correlations.append("i.k = o.k")
@@ -950,6 +951,13 @@ def subquery_views(draw, tables_: list[TableSpec], portable: bool = False) -> st
         v, x = draw(st.sampled_from(pairs))
         condition = f"{x} {'NOT ' if kind == 'not_in' else ''}IN (SELECT {v} FROM {source}{where})"
         positive = bool(by_comparison)  # else also under OR / NOT, where UNKNOWN matters
+    elif kind == "quantified":  # DuckDB only: Spark SQL has no ANY / ALL over a subquery
+        pairs = [(a, b) for a, ta in inner for b, tb in outer if ta == tb]
+        v, x = draw(st.sampled_from(pairs))
+        op = draw(st.sampled_from(["=", "<>", "<", "<=", ">", ">="]))
+        quantifier = draw(st.sampled_from(["ANY", "SOME", "ALL"]))
+        condition = f"{x} {op} {quantifier} (SELECT {v} FROM {source}{where})"
+        positive = False
     else:
         v = draw(st.sampled_from(inner))[0]
         aggregate = draw(st.sampled_from(SUBQUERY_AGGREGATES)).format(v=v)
