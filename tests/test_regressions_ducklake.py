@@ -363,3 +363,33 @@ def test_source_columns_named_like_the_change_feeds(lake, column, view):
     lake.execute("DELETE FROM dl.main.t WHERE k = 2")
     refresh(lake, plan, strategy="incremental")
     harness.check(plan, sql, "after an insert, an update and a delete")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=duckdb.InvalidInputException,
+    reason="DuckDB 1.5.5's perfect hash aggregate over a DuckLake change feed (inlining off)"
+    " stops with 'statistics ... are corrupt'; SET perfect_ht_threshold = 0 avoids it",
+)
+def test_grouping_the_change_feed_of_a_mostly_null_key(tmp_path):
+    """Shrunk by the subqueries generator (seed 301867848129108547171375672686773254500): an
+    engine error, never a wrong table; the refresh rolls back. Strict: passes once DuckDB
+    or duckstream stops tripping on it, which this test will then say."""
+    from duckstream.testing.differential import Column, Delete, Insert, TableSpec, run_scenario
+    from duckstream.testing.ducklake import attach_ducklake
+
+    t0 = TableSpec("t0", [Column("k", "INTEGER"), Column("c", "INTEGER")], [(None, None)])
+    columns = ["k INTEGER", "c0 DATE", "c1 DECIMAL(10,2)", "c2 DECIMAL(10,2)", "c3 DECIMAL(10,2)"]
+    t1 = TableSpec("t1", [Column(*c.split(" ", 1)) for c in columns], [])
+    null, zero, one = (None,) * 5, (0, *(None,) * 4), (1, *(None,) * 4)
+    cycles = [
+        [
+            [Insert("t1", (null,) * 4), Insert("t1", (null, zero, null))],
+            [Delete("t1", "k = 0")],
+            [Insert("t1", (one,)), Insert("t1", (null, null))],
+        ]
+    ]
+    con = connect_ducklake(str(tmp_path / "lake"), "dl", 0)
+    attach_ducklake(con, str(tmp_path / "raw"), "raw", 0)
+    view = "SELECT i.k, count(*) AS n FROM t1 AS i GROUP BY i.k"
+    run_scenario(DuckLakeHarness(con, check_names=True), [t0, t1], view, cycles)
