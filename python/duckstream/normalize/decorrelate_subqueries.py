@@ -63,13 +63,14 @@ SELECT r.a FROM r CROSS JOIN (SELECT COUNT(*) AS _ivm_n, COUNT(s.v) AS _ivm_nn F
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.expressions import map_children
 from duckstream.normalize.wrap_set_operation import output_names
 
 # The value of an aggregate over no rows: 0 for the counts, NULL for the rest listed here
@@ -203,14 +204,14 @@ class _Rewriter:
         if isinstance(node, exp.Select | exp.SetOperation | exp.Any | exp.All):
             return node  # another scope, or ANY / ALL over a list: refused later
         below = positive and isinstance(node, exp.And | exp.Paren)
-        return _map_children(node, lambda child: self._visit(child, below))
+        return map_children(node, lambda child: self._visit(child, below))
 
     def _visit_grouped(self, node: exp.Expr) -> exp.Expr:
         """``node``, an item or the HAVING of a grouped SELECT, with its subqueries outside
         aggregates rewritten: uncorrelated scalar ones read as ``MAX`` of the joined value
         (every row of a group carries the same); inside an aggregate's argument, per row."""
         if isinstance(node, exp.AggFunc):
-            return _map_children(node, lambda child: self._visit(child, positive=False))
+            return map_children(node, lambda child: self._visit(child, positive=False))
         if _is_in_query(node) or isinstance(node, exp.Exists):
             return node  # refused later
         if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
@@ -220,7 +221,7 @@ class _Rewriter:
             return exp.Max(this=self._scalar(node, body))
         if isinstance(node, exp.Select | exp.SetOperation):
             return node
-        return _map_children(node, self._visit_grouped)
+        return map_children(node, self._visit_grouped)
 
     # -- the rewrites ------------------------------------------------------------------------
 
@@ -487,16 +488,6 @@ class _Rewriter:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def _map_children(node: exp.Expr, visit: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
-    """``node`` with each child expression replaced by ``visit(child)``."""
-    for key, value in list(node.args.items()):
-        if isinstance(value, exp.Expr):
-            node.set(key, visit(value))
-        elif isinstance(value, list):
-            node.set(key, [visit(v) if isinstance(v, exp.Expr) else v for v in value])
-    return node
 
 
 def _id(name: str) -> exp.Identifier:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.expressions import map_children
 
 
 def inline_ctes(expression: exp.Expr) -> exp.Expr:
@@ -43,12 +44,7 @@ def _inline(node: exp.Expr, ctes: dict[str, exp.CTE]) -> exp.Expr:
         node.set("with_", None)
     if isinstance(node, exp.Table) and _is_reference(node, ctes):
         return _derived(node, ctes[node.name.lower()])
-    for key, value in list(node.args.items()):
-        if isinstance(value, exp.Expr):
-            node.set(key, _inline(value, ctes))
-        elif isinstance(value, list):
-            node.set(key, [_inline(v, ctes) if isinstance(v, exp.Expr) else v for v in value])
-    return node
+    return map_children(node, lambda child: _inline(child, ctes))
 
 
 def _is_reference(table: exp.Table, ctes: dict[str, exp.CTE]) -> bool:

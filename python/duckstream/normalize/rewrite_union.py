@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from duckstream.expressions import map_children
 from duckstream.normalize.wrap_set_operation import select_from
 
 
@@ -34,12 +35,7 @@ def _rewrite(node: exp.Expr) -> exp.Expr:
             stacked = exp.union(stacked, branch, distinct=False)
         assert isinstance(stacked, exp.Query)
         return select_from(stacked, "_ivm_u", distinct=True)
-    for key, value in list(node.args.items()):
-        if isinstance(value, exp.Expr):
-            node.set(key, _rewrite(value))
-        elif isinstance(value, list):
-            node.set(key, [_rewrite(v) if isinstance(v, exp.Expr) else v for v in value])
-    return node
+    return map_children(node, _rewrite)
 
 
 def _chain(union: exp.Union) -> list[exp.Expr]:

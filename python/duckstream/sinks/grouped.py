@@ -16,6 +16,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Version
+from duckstream.expressions import map_children
 from duckstream.plan import Step
 from duckstream.sinks.aggregates import AggregateSpec
 from duckstream.sinks.base import Sink
@@ -71,13 +72,7 @@ class GroupedSink(Sink):
                 return exp.Placeholder(this=f"g{i}")
         if isinstance(node, exp.AggFunc):
             return exp.Placeholder(this=f"a{self._aggregate(node).index}")
-        node = node.copy()
-        for key, value in list(node.args.items()):
-            if isinstance(value, exp.Expr):
-                node.set(key, self._rewrite(value))
-            elif isinstance(value, list):
-                node.set(key, [self._rewrite(v) if isinstance(v, exp.Expr) else v for v in value])
-        return node
+        return map_children(node.copy(), self._rewrite)
 
     def _fill(self, node: exp.Expr, row: str) -> exp.Expr:
         """Turn placeholders into values read from the hidden columns of ``row``."""

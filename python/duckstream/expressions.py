@@ -1,0 +1,24 @@
+"""Small helpers over sqlglot expressions shared by the normalizer and the sinks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+
+def map_children(node: exp.Expr, visit: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
+    """``node`` (changed in place) with each child expression replaced by ``visit(child)``:
+    the step of a rewrite that decides per node whether to descend.
+
+    >>> from sqlglot import parse_one
+    >>> upper = lambda n: exp.column(n.name.upper()) if isinstance(n, exp.Column) else n
+    >>> map_children(parse_one("a + b"), upper).sql()
+    'A + B'
+    """
+    for key, value in list(node.args.items()):
+        if isinstance(value, exp.Expr):
+            node.set(key, visit(value))
+        elif isinstance(value, list):
+            node.set(key, [visit(v) if isinstance(v, exp.Expr) else v for v in value])
+    return node
