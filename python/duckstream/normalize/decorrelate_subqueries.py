@@ -179,9 +179,7 @@ class _Rewriter:
             items = self.select.expressions
         self.select.set("expressions", items)
         if self.joins:
-            for join in self.select.args.get("joins") or []:
-                if _is_comma(join):  # binds looser than the JOINs appended after it
-                    join.set("kind", "CROSS")
+            _cross_commas(self.select.args.get("joins") or [])
             self.select.set("joins", [*(self.select.args.get("joins") or []), *self.joins])
 
     # -- traversal ---------------------------------------------------------------------------
@@ -266,29 +264,13 @@ class _Rewriter:
         """``x IN (q)`` as SQL's three values, where UNKNOWN and FALSE differ (under OR or
         NOT, in the select list): TRUE on a match; else FALSE if q is empty; else UNKNOWN if
         x is NULL or q holds a NULL; else FALSE."""
-        body = _body(node.args["query"].this, node)
-        outer = _in_operands(node)
-        values = body.values(node)
-        if len(outer) != 1 or len(values) != 1:
-            raise _fail(node, "IN over several columns is maintained only as a WHERE conjunct")
-        _only_equalities(body, node)
-        (x,), (v,) = outer, values
+        body, x, v = _one_column(
+            node, "IN over several columns is maintained only as a WHERE conjunct"
+        )
         counted, empty = self._counts(body, v, node)
         match = exp.column("_ivm_m", self._semi_alias(body, [v], [x], node, side="LEFT"))
-        unknown = exp.or_(
-            exp.Is(this=x.copy(), expression=exp.Null()),
-            exp.GT(this=exp.column("_ivm_n", counted), expression=exp.column("_ivm_nn", counted)),
-        )
-        return exp.Case(
-            ifs=[
-                exp.If(
-                    this=exp.Not(this=exp.Is(this=match, expression=exp.Null())), true=exp.true()
-                ),
-                exp.If(this=empty, true=exp.false()),
-                exp.If(this=unknown, true=exp.cast(exp.Null(), exp.DataType.build("boolean"))),
-            ],
-            default=exp.false(),
-        )
+        found = exp.Not(this=exp.Is(this=match, expression=exp.Null()))
+        return _three_valued([(found, exp.true()), (empty, exp.false())], x, counted, False)
 
     def _quantified(self, node: exp.Binary, positive: bool) -> exp.Expr:
         """``x op ANY / SOME / ALL (q)``: ``= ANY`` is IN and ``<> ALL`` NOT IN; the others
@@ -302,12 +284,7 @@ class _Rewriter:
             return self._in(as_in) if positive else self._in_value(as_in)
         if isinstance(node, exp.NEQ) and every:
             return self._not_in(as_in) if positive else exp.Not(this=self._in_value(as_in))
-        body = _body(query.this, node)
-        values = body.values(node)
-        if len(values) != 1:
-            raise _fail(node, "ANY / ALL compares one value with one column")
-        _only_equalities(body, node)
-        (x,), (v,) = [node.this], values
+        body, x, v = _one_column(as_in, "ANY / ALL compares one value with one column", node)
         extremes = [
             _alias(exp.Min(this=v.copy()), "_ivm_lo"),
             _alias(exp.Max(this=v.copy()), "_ivm_hi"),
@@ -321,26 +298,10 @@ class _Rewriter:
             decisive = type(node)(this=x.copy(), expression=lo if low else hi)
             if every:
                 decisive = exp.Not(this=decisive)
-        unknown = exp.or_(
-            exp.Is(this=x.copy(), expression=exp.Null()),
-            exp.GT(this=exp.column("_ivm_n", counted), expression=exp.column("_ivm_nn", counted)),
-        )
         # ALL: TRUE when empty, FALSE when a value fails x op v; ANY: the other way round
-        ifs = (
-            [(empty, exp.true()), (decisive, exp.false())]
-            if every
-            else [
-                (decisive, exp.true()),
-                (empty, exp.false()),
-            ]
-        )
-        return exp.Case(
-            ifs=[
-                *(exp.If(this=c, true=t) for c, t in ifs),
-                exp.If(this=unknown, true=exp.cast(exp.Null(), exp.DataType.build("boolean"))),
-            ],
-            default=exp.true() if every else exp.false(),
-        )
+        if every:
+            return _three_valued([(empty, exp.true()), (decisive, exp.false())], x, counted, True)
+        return _three_valued([(decisive, exp.true()), (empty, exp.false())], x, counted, False)
 
     def _counts(
         self, body: _Body, v: exp.Expr, node: exp.Expr, extra: Sequence[exp.Expr] = ()
@@ -364,13 +325,7 @@ class _Rewriter:
         return counted, exp.Is(this=exp.column("_ivm_n", counted), expression=exp.Null())
 
     def _not_in(self, node: exp.In) -> exp.Expr:
-        body = _body(node.args["query"].this, node)
-        outer = _in_operands(node)
-        values = body.values(node)
-        if len(outer) != 1 or len(values) != 1:
-            raise _fail(node, "NOT IN over several columns is not supported")
-        _only_equalities(body, node)
-        (x,), (v,) = outer, values
+        body, x, v = _one_column(node, "NOT IN over several columns is not supported")
         counted, empty = self._counts(body, v, node)
         match = exp.column("_ivm_m", self._semi_alias(body, [v], [x], node, side="LEFT"))
         keep = exp.and_(
@@ -403,9 +358,7 @@ class _Rewriter:
                 if column.table == "_ivm_dom":
                     column.set("table", _id(domain))
             joins = derived.args.get("joins") or []
-            for join in joins:
-                if _is_comma(join):  # binds looser than the JOIN appended after it
-                    join.set("kind", "CROSS")
+            _cross_commas(joins)
             values_of = self._domain_values(body, node)
             alias = exp.TableAlias(this=_id(domain))
             derived.set(
@@ -488,6 +441,46 @@ class _Rewriter:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _one_column(
+    in_: exp.In, why: str, node: exp.Expr | None = None
+) -> tuple[_Body, exp.Expr, exp.Expr]:
+    """``x IN (q)``'s subquery, ``x`` and q's one column ``v``; refused (``why``, quoting
+    ``node``, by default ``in_``) over several columns, or when q is correlated other than
+    by equalities."""
+    node = in_ if node is None else node
+    body = _body(in_.args["query"].this, node)
+    outer, values = _in_operands(in_), body.values(node)
+    if len(outer) != 1 or len(values) != 1:
+        raise _fail(node, why)
+    _only_equalities(body, node)
+    return body, outer[0], values[0]
+
+
+def _three_valued(
+    decided: list[tuple[exp.Expr, exp.Expr]], x: exp.Expr, counted: str, otherwise: bool
+) -> exp.Expr:
+    """``CASE`` over the ``decided`` (condition, value) pairs, then UNKNOWN when ``x`` is NULL
+    or the counted subquery (alias ``counted``) holds a NULL, else ``otherwise``."""
+    unknown = exp.or_(
+        exp.Is(this=x.copy(), expression=exp.Null()),
+        exp.GT(this=exp.column("_ivm_n", counted), expression=exp.column("_ivm_nn", counted)),
+    )
+    return exp.Case(
+        ifs=[
+            *(exp.If(this=c, true=v) for c, v in decided),
+            exp.If(this=unknown, true=exp.cast(exp.Null(), exp.DataType.build("boolean"))),
+        ],
+        default=exp.true() if otherwise else exp.false(),
+    )
+
+
+def _cross_commas(joins: list[exp.Join]) -> None:
+    """Comma joins become CROSS JOINs: a comma binds looser than JOINs appended after it."""
+    for join in joins:
+        if _is_comma(join):
+            join.set("kind", "CROSS")
 
 
 def _id(name: str) -> exp.Identifier:
