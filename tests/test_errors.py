@@ -21,7 +21,7 @@ UNSUPPORTED = {
     "outer_join": "SELECT t.a FROM t, u RIGHT JOIN v ON u.a = v.a",
     "nested_join": "SELECT t.a FROM t LEFT JOIN (u JOIN v ON u.a = v.a) ON t.a = u.a",
     "set_operation": "SELECT a FROM t UNION BY NAME SELECT a FROM u",
-    "subquery": "SELECT a FROM t WHERE a IN (SELECT a FROM u) OR a = 1",
+    "subquery": "SELECT a FROM t WHERE (a, b) IN (SELECT a, b FROM u) OR a = 1",
     "reserved_name": "SELECT _ivm_count FROM t",
     "grouping_sets": "SELECT a, count(*) FROM t GROUP BY ROLLUP (a)",
     "qualify": "SELECT a FROM t QUALIFY a > 1",
@@ -63,22 +63,26 @@ def test_outer_join_shapes_refused(sql):
 @pytest.mark.parametrize(
     "sql",
     [
-        # IN / NOT IN where UNKNOWN is not FALSE (under OR / NOT, in the select list)
-        "SELECT t.a FROM t WHERE t.a NOT IN (SELECT u.a FROM u) OR t.b = 1",
-        "SELECT t.a, t.a IN (SELECT u.a FROM u) AS found FROM t",
+        # IN / NOT IN over several columns where UNKNOWN is not FALSE (under OR / NOT)
+        "SELECT t.a FROM t WHERE (t.a, t.b) NOT IN (SELECT u.a, u.b FROM u) OR t.b = 1",
+        "SELECT t.a, (t.a, t.b) IN (SELECT u.a, u.b FROM u) AS found FROM t",
         "SELECT t.a FROM t WHERE (t.a, t.b) NOT IN (SELECT u.a, u.b FROM u)",
-        # correlated other than by equalities in the subquery's WHERE
-        "SELECT t.a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a > t.a)",
+        # correlated other than by comparisons in the subquery's WHERE, or a comparison
+        # where only equalities are maintained (NOT IN, scalar subqueries)
+        "SELECT t.a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a > t.a OR u.b = 1)",
+        "SELECT t.a FROM t WHERE t.b NOT IN (SELECT u.b FROM u WHERE u.a > t.a)",
         "SELECT t.a FROM t WHERE EXISTS (SELECT 1 FROM u JOIN v ON v.a = t.a WHERE u.a = v.a)",
-        # scalar subqueries that are not one aggregate, or not in WHERE
+        # scalar subqueries that are not one aggregate, or outside the aggregates of a
+        # global aggregate, or correlated in HAVING
         "SELECT t.a FROM t WHERE t.a = (SELECT u.a FROM u WHERE u.b = t.b)",
-        "SELECT t.a, (SELECT max(u.a) FROM u) AS top FROM t",
+        "SELECT count(*) AS n, (SELECT max(u.a) FROM u) AS top FROM t",
         "SELECT t.a FROM t GROUP BY t.a HAVING t.a > (SELECT max(u.a) FROM u WHERE u.b = t.a)",
         # EXISTS outside WHERE
         "SELECT t.a FROM t JOIN u ON EXISTS (SELECT 1 FROM v WHERE v.a = u.a)",
-        # quantified comparisons, ARRAY(subquery)
-        "SELECT t.a FROM t WHERE t.a > ALL (SELECT max(u.a) FROM u)",
-        "SELECT t.a FROM t WHERE t.a = ANY (SELECT u.a FROM u)",
+        # quantified comparisons over several columns or correlated by a comparison,
+        # ARRAY(subquery)
+        "SELECT t.a FROM t WHERE t.a > ALL (SELECT u.a, u.b FROM u)",
+        "SELECT t.a FROM t WHERE t.a < ANY (SELECT u.a FROM u WHERE u.b > t.b)",
         "SELECT t.a FROM t WHERE t.a = ARRAY(SELECT u.a FROM u)",
         # array and string aggregates: their value over no rows differs between engines
         "SELECT t.a FROM t WHERE t.b = (SELECT string_agg(u.b) FROM u WHERE u.a = t.a)",
