@@ -295,6 +295,6 @@ def choose(
     if isinstance(found, str):
         report = RefreshReport("full", "auto", found)
     else:
-        report = decide(found, policy)
+        report = decide(found, policy, plan.maintain_reads, plan.rebuild_reads)
     report.estimate_seconds = time.perf_counter() - start
     return report
