@@ -91,6 +91,14 @@ WORKLOADS = {
         "mixed", "mixed", 0.001, "0.1% new orders + 0.1% of orders deleted, with lineitems", 2
     ),
     "update": Workload("update", "update_lineitem", 0.001, "0.1% of lineitem rows updated", 3),
+    # the other batches change only orders and lineitem: Q2, Q11 and Q16 read neither
+    "dimensions": Workload(
+        "dimensions",
+        "update_dimensions",
+        0.001,
+        "0.1% of customer, part, supplier and partsupp rows updated",
+        5,
+    ),
     "large": Workload("large", "large", 0.05, "5% new + 5% deleted orders, with lineitems", 4),
 }
 SCALING = ("append", "mixed", "update")  # fixed-size variants for the scaling view
