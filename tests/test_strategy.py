@@ -273,3 +273,31 @@ def test_the_cost_model_counts_the_scans_the_window_runs():
         small: sources[small],
     }
     assert decide(deleted, lean, twice).incremental_cost == 10_000 + 2 * 1_000_000
+
+
+class _Recording:
+    """A connection that keeps the statements it ran."""
+
+    def __init__(self, con):
+        self.con, self.statements = con, []
+
+    def execute(self, sql, *args):
+        self.statements.append(sql)
+        return self.con.execute(sql, *args)
+
+
+@pytest.mark.parametrize("strategy", ["incremental", "auto"])
+def test_a_window_with_no_change_runs_nothing_but_its_pin(view, strategy):
+    harness, plan = view
+    recording = _Recording(harness.con)
+    report = refresh(recording, plan, strategy=strategy)
+    assert report.strategy == "incremental"
+    ran = " ".join(recording.statements)
+    assert "CREATE OR REPLACE TEMP TABLE" not in ran and "DELETE FROM" not in ran
+    assert "COMMIT" in recording.statements
+    harness.con.execute("INSERT INTO dl.main.facts VALUES (-9, 1, 1)")
+    recording.statements.clear()
+    report = refresh(recording, plan, strategy=strategy, policy=LEAN)
+    assert report.strategy == "incremental"
+    assert "CREATE OR REPLACE TEMP TABLE" in " ".join(recording.statements)
+    harness.check(plan, VIEW)

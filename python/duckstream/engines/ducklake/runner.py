@@ -86,15 +86,22 @@ def run_statements(
     (``opened``: an earlier call's ``BEGIN`` of the runner's), and re-raise; a statement that
     fails outside such a transaction rolls nothing back (an open transaction is the caller's).
     Statements after the ``COMMIT`` are clean-up (dropping temporary tables): the work is
-    ended, so their failure is a warning, not an error.
+    ended, so their failure is a warning, not an error. A pinned window (:class:`PinWindow`)
+    in which no source changed has nothing to apply: the statements up to the ``COMMIT`` are
+    skipped (they would only be planned, at a cost that grows with the view's SQL, to find
+    their guards false).
     """
     own = opened
-    ended = False
+    ended = skipping = False
     for item in statements:
         step = Sql(item) if isinstance(item, str) else item
+        text = step.statement if isinstance(step, Sql) else ""
+        if skipping and not (isinstance(step, Commit) or _is(text, "COMMIT", "END")):
+            continue
         try:
             if isinstance(step, PinWindow):
-                ducklake_window.read(con, step.spec, pin=True)
+                window = ducklake_window.read(con, step.spec, pin=True)
+                skipping = own and not window.values["changed"]
             else:
                 for statement in render(step):
                     con.execute(statement)
@@ -110,11 +117,10 @@ def run_statements(
                 with contextlib.suppress(Exception):  # the transaction is gone already
                     con.execute("ROLLBACK")
             raise
-        text = step.statement if isinstance(step, Sql) else ""
         if isinstance(step, Begin) or _is(text, "BEGIN"):
             own = True
         elif own and (isinstance(step, Commit) or _is(text, "COMMIT", "END", "ROLLBACK", "ABORT")):
-            own, ended = False, True
+            own, ended, skipping = False, True, False
 
 
 def setup(con: Connection, plan: IVMPlan) -> None:
@@ -236,7 +242,9 @@ def finish(
     maintain, initialize = plan.steps["maintain"], plan.steps["initialize_cursors"]
     first = [Sql(s) for s in rebuild_first]
     rest: list[Step]
-    if pinned.report.strategy == "incremental":
+    if pinned.report.strategy == "incremental" and window is not None and not pinned.changed:
+        rest = maintain[index_of(maintain, Commit) :]  # nothing to apply (as run_statements)
+    elif pinned.report.strategy == "incremental":
         rest = maintain[index_of(maintain, PinWindow) + 1 :]
     elif window is None:
         rest = [*first, *initialize[index_of(initialize, Begin) + 1 :]]
