@@ -39,6 +39,7 @@ class Row:
     recompute_peak_mib: float
     mv_rows_written: int
     equal: bool
+    changed: bool = True  # the batch changed a source of the query (else: a no-op refresh)
 
     @property
     def speedup(self) -> float:
@@ -86,6 +87,7 @@ def summarize(runs: Sequence[Run]) -> list[Row]:
                 recompute_peak_mib=_median([r.recompute.peak_mib for r in group]),
                 mv_rows_written=int(_median([r.mv_rows_written for r in group])),
                 equal=all(r.equal for r in group),
+                changed=any(any(r.change_rows.values()) for r in group),
             )
         )
     return sorted(rows, key=lambda r: (r.sf, r.workload, query_order(r.query)))
@@ -120,17 +122,21 @@ def _table(rows: Sequence[Row]) -> list[str]:
         "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
     ]
     for r in rows:
-        ratio_floor = r.incremental_ms / r.floor_ms if r.floor_ms > 0 else float("nan")
+        ratio_floor = (
+            f"{r.incremental_ms / r.floor_ms:.1f}x" if r.changed and r.floor_ms > 0 else "-"
+        )
+        picked = r.auto_strategy if r.changed else f"{r.auto_strategy} (no change)"
         lines.append(
-            f"| {r.query} | {r.auto_strategy} | {_ms(r.auto_ms)} | {_ms(r.incremental_ms)}"
+            f"| {r.query} | {picked} | {_ms(r.auto_ms)} | {_ms(r.incremental_ms)}"
             f" | {_ms(r.full_ms)} | {_ms(r.recompute_ms)} | {_ms(r.floor_ms)}"
-            f" | {r.speedup:.2f}x | {ratio_floor:.1f}x | {r.mv_rows_written:,}"
+            f" | {r.speedup:.2f}x | {ratio_floor} | {r.mv_rows_written:,}"
             f" | {r.incremental_peak_mib:.0f} / {r.full_peak_mib:.0f} / {r.recompute_peak_mib:.0f}"
             f" | {'yes' if r.equal else '**NO**'} |"
         )
+    changed = [r for r in rows if r.changed]
     lines.append(
-        f"| geo-mean | | | | | | | {geomean([r.speedup for r in rows]):.2f}x"
-        f" (incremental: {geomean([r.incremental_speedup for r in rows]):.2f}x) | | | | |"
+        f"| geo-mean | | | | | | | {geomean([r.speedup for r in changed]):.2f}x"
+        f" (incremental: {geomean([r.incremental_speedup for r in changed]):.2f}x) | | | | |"
     )
     return lines
 
@@ -138,6 +144,7 @@ def _table(rows: Sequence[Row]) -> list[str]:
 def scaling_pairs(rows: Sequence[Row]) -> dict[str, list[tuple[Row, Row]]]:
     """Per workload and pair of scale factors: (smaller SF row, larger SF row) per query, for
     the same absolute change (the ``@sf<reference>`` variants against the reference SF)."""
+    rows = [r for r in rows if r.changed]
     regular = {(r.sf, r.workload, r.query): r for r in rows if "@sf" not in r.workload}
     pairs: dict[str, list[tuple[Row, Row]]] = defaultdict(list)
     for r in sorted(rows, key=lambda r: (r.sf, r.workload, query_order(r.query))):
@@ -158,7 +165,7 @@ def targets(rows: Sequence[Row]) -> list[str]:
     """The issue's targets, each with met / missed and by how much, on wall-clock medians and
     (in parentheses, steadier on a shared machine) on CPU-time medians."""
     out = []
-    sf1 = [r for r in rows if r.sf == 1]
+    sf1 = [r for r in rows if r.sf == 1 and r.changed]
 
     def pick(name: str) -> list[Row]:
         return [r for r in sf1 if r.workload == name]
@@ -248,7 +255,7 @@ def targets(rows: Sequence[Row]) -> list[str]:
             out.append(f"- Scaling beyond the targets ({label}, same absolute change): {measured}.")
     for sf in sorted({r.sf for r in rows if r.sf > 1}):
         for name in ("append", "mixed", "update"):
-            group = [r for r in rows if r.sf == sf and r.workload == name]
+            group = [r for r in rows if r.sf == sf and r.workload == name and r.changed]
             if group:
                 out.append(
                     f"- SF {sf:g} {name} (beyond the targets): recompute ÷ auto geo-mean"
@@ -259,6 +266,48 @@ def targets(rows: Sequence[Row]) -> list[str]:
                     " incremental."
                 )
     return out or ["- SF 1 was not measured: no targets to check."]
+
+
+# auto's pick may cost at most this much more than the path it did not pick
+CHOICE_TOLERANCE = 1.10
+
+
+def choice_cost(row: Row) -> tuple[float, float]:
+    """The path auto picked over the other one, on CPU-time and on wall-clock medians of the
+    forced paths (``incremental`` / ``full``, run in the same pass): above 1, the other path
+    was cheaper."""
+    picked, other = (
+        ("incremental", "full") if row.auto_strategy == "incremental" else ("full", "incremental")
+    )
+    cpu = _cpu(row, picked) / _cpu(row, other)
+    wall = getattr(row, f"{picked}_ms") / max(getattr(row, f"{other}_ms"), 1e-6)
+    return cpu, wall
+
+
+def auto_choices(rows: Sequence[Row]) -> list[str]:
+    """Per scale factor: did auto pick the cheaper path, within ``CHOICE_TOLERANCE``, on every
+    query and workload? Judged on CPU time (steadier on a shared machine), wall clock shown."""
+    out = []
+    for sf in sorted({r.sf for r in rows}):
+        group = [r for r in rows if r.sf == sf]
+        costs = {(r.workload, r.query): choice_cost(r) for r in group}
+        worse = [r for r in group if costs[(r.workload, r.query)][0] > CHOICE_TOLERANCE]
+        worst = max(group, key=lambda r: costs[(r.workload, r.query)][0])
+        cpu, wall = costs[(worst.workload, worst.query)]
+        listed = ", ".join(
+            f"{r.workload} Q{r.query} {costs[(r.workload, r.query)][0]:.2f}x ({r.auto_strategy})"
+            for r in worse
+        )
+        out.append(
+            f"- **SF {sf:g}, auto never picks a path more than"
+            f" {CHOICE_TOLERANCE - 1:.0%} slower than the other** (CPU time of the forced"
+            f" paths): {'met' if not worse else 'missed'} ({len(group) - len(worse)}/{len(group)}"
+            f" within; {('over: ' + listed) if worse else 'worst'}"
+            f"{'' if worse else f' {worst.workload} Q{worst.query} {cpu:.2f}x, wall {wall:.2f}x'};"
+            f" auto picked incremental for"
+            f" {sum(r.auto_strategy == 'incremental' for r in group)}/{len(group)})."
+        )
+    return out
 
 
 def markdown(results: Results, environment: dict) -> str:
@@ -287,9 +336,13 @@ def markdown(results: Results, environment: dict) -> str:
         " table. **peak MiB**: resident-set high-water mark above the start of the operation.",
         "- **equal**: auto, incremental and full all equal recomputation (as multisets) in every"
         " repetition.",
+        "- **(no change)**: the batch changed none of the sources the query reads, so a refresh"
+        " only finds that out; such rows are left out of the geo-means and the targets below"
+        " (auto's choice excepted).",
         "",
         "## Targets",
         "",
+        *auto_choices(rows),
         *targets(rows),
     ]
     batches = {(b.sf, b.workload.key): b for b in results.batches}

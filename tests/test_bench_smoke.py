@@ -19,7 +19,7 @@ from bench.cli import main  # noqa: E402
 
 def test_bench_runs_and_views_equal_recomputation(tmp_path):
     out, results = tmp_path / "docs", tmp_path / "results"
-    argv = ["--sf", "0.01", "--queries", "1", "3", "--workloads", "append", "mixed"]
+    argv = ["--sf", "0.01", "--queries", "1", "3", "17", "--workloads", "append", "mixed"]
     argv += ["--reps", "1", "--out", str(out), "--cache", str(tmp_path / "cache")]
     argv += ["--results", str(results), "--quiet"]
     assert main(argv) == 0
@@ -27,7 +27,7 @@ def test_bench_runs_and_views_equal_recomputation(tmp_path):
     payload = json.loads((results / "latest.json").read_text())
     runs = payload["runs"]
     assert {(r["workload"], r["query"]) for r in runs} == {
-        (w, q) for w in ("append", "mixed") for q in ("1", "3")
+        (w, q) for w in ("append", "mixed") for q in ("1", "3", "17")
     }
     assert all(r["equal"] for r in runs)
     assert all(r["auto_strategy"] in ("incremental", "full") for r in runs)
@@ -35,6 +35,14 @@ def test_bench_runs_and_views_equal_recomputation(tmp_path):
     assert "## SF 0.01, append" in text and "## SF 0.01, mixed" in text
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "benchmarks.png").stat().st_size > 0
+
+
+def test_every_benchmarked_query_compiles_with_its_scans():
+    from bench.run import SUPPORTED, compile_views
+
+    assert len(SUPPORTED) >= 22  # TPC-H 1-20 and 22, and Q13 with an inner join
+    for query, plan in compile_views(SUPPORTED).items():
+        assert plan.maintain_reads is not None and plan.rebuild_reads, query
 
 
 def _row(sf: float, workload: str, query: str, incremental_ms: float, recompute_ms: float):

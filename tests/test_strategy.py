@@ -13,6 +13,8 @@ import pytest
 
 from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake.runner import Policy, RefreshReport, choose, refresh
+from duckstream.plan import Read
+from duckstream.refresh import SourceEstimate, decide, join_reads
 from duckstream.runtime import refresh as runtime_refresh
 from duckstream.runtime import setup
 from duckstream.testing.differential import DuckLakeHarness
@@ -186,3 +188,116 @@ def test_a_table_kept_inline_counts_its_live_rows(lake):
     assert (tiny.rows, tiny.deleted) == (4, 1)
     assert "(25.00%)" in report.reason
     harness.check(plan, view)
+
+
+# -- what each path scans (plan.maintain_reads / rebuild_reads) --------------------------
+
+DIMS = "dl.main.dims"
+# Q4's shape: EXISTS decorrelated into a join with DISTINCT keys of facts. The term of dims'
+# changes joins that DISTINCT over all of facts (grouped before anything restricts it); the
+# term of facts' changes recomputes the affected keys only, at both snapshots.
+EXISTS_VIEW = (
+    "SELECT d.name, count(*) AS n FROM dims d"
+    " WHERE EXISTS (SELECT 1 FROM facts f WHERE f.k = d.k AND f.v > 5) GROUP BY d.name"
+)
+
+
+def _shape(reads) -> list[tuple[str, tuple[tuple[str, ...], ...], bool]]:
+    return sorted((r.table, tuple(tuple(sorted(c)) for c in r.when), r.whole) for r in reads)
+
+
+def test_a_plain_join_scans_each_other_source_once(view):
+    _, plan = view
+    assert plan.maintain_reads is not None and plan.rebuild_reads is not None
+    assert _shape(plan.maintain_reads) == _shape(join_reads([FACTS, DIMS]))
+    assert sorted(r.table for r in plan.rebuild_reads) == [DIMS, FACTS]
+
+
+def test_a_decorrelated_subquery_scans_its_table_whole_for_the_other_changes(view):
+    harness, _ = view
+    plan = harness.compile(EXISTS_VIEW, mv_name="mv_exists")
+    reads = plan.maintain_reads or []
+    for_dims = [r for r in reads if r.runs({DIMS}) and not r.runs({FACTS})]
+    for_facts = [r for r in reads if r.runs({FACTS}) and not r.runs({DIMS})]
+    assert [(r.table, r.whole) for r in for_dims] == [(FACTS, True)]
+    facts_again = [r for r in for_facts if r.table == FACTS]
+    assert len(facts_again) == 2 and not any(r.whole for r in facts_again)  # both snapshots
+    assert [r.table for r in for_facts if r.table == DIMS] == [DIMS]
+
+
+def test_auto_weighs_the_scans_the_changes_enable(view):
+    """Ten new dims: a plain join would read a tenth of facts (appended keys prune), but the
+    DISTINCT over facts is read whole, as much as a rebuild reads: with a fixed cost, full.
+    Ten new facts: the affected keys prune both scans of facts: incremental. Either way,
+    exact."""
+    harness, _ = view
+    fixed = Policy(overhead_rows=1_000)
+    plan = harness.compile(EXISTS_VIEW, mv_name="mv_exists")
+    setup(harness.con, plan)
+    harness.con.execute("INSERT INTO dl.main.dims SELECT 100 + i, 'new' FROM range(10) r(i)")
+    found = choose(harness.con, plan, fixed)
+    assert decide(found.sources, fixed).strategy == "incremental"  # as a plain join
+    assert found.strategy == "full" and "scans" in found.reason
+    assert found.incremental_cost is not None and found.full_cost is not None
+    assert found.incremental_cost >= 1_000 + 100_000 and found.full_cost == 100_110
+    report = refresh(harness.con, plan, policy=fixed)
+    assert report.strategy == "full"
+    harness.check(plan, EXISTS_VIEW, report.reason)
+    harness.con.execute("INSERT INTO dl.main.facts SELECT 200000 + i, i, 9 FROM range(10) r(i)")
+    report = refresh(harness.con, plan, policy=fixed)
+    assert report.strategy == "incremental", report.reason
+    harness.check(plan, EXISTS_VIEW, report.reason)
+
+
+def test_the_cost_model_counts_the_scans_the_window_runs():
+    big, small = "c.s.big", "c.s.small"
+    sources = {
+        big: SourceEstimate(big, rows=1_000_000, inserted=100),
+        small: SourceEstimate(small, rows=1_000),
+    }
+    lean = Policy(overhead_rows=0)
+    plain = decide(sources, lean)  # a plain join: the term of big's changes scans small
+    assert plain.incremental_cost == 100 + 0.1 * 1_000 and plain.full_cost == 1_001_000
+    only_small = [Read(big, (frozenset({small}),), whole=True)]  # runs only when small changes
+    assert decide(sources, lean, only_small).incremental_cost == 100
+    twice = [Read(big, (frozenset({big}),)), Read(big, (frozenset({big, small}),))]
+    assert decide(sources, lean, twice).incremental_cost == 100 + 2 * 0.1 * 1_000_000
+    whole = [Read(big, (frozenset({big}),), whole=True), Read(big, (frozenset({big}),), True)]
+    report = decide(sources, lean, whole)  # two scans of big read whole: twice a rebuild
+    assert report.incremental_cost == 100 + 2_000_000 and report.strategy == "full"
+    rebuild = [Read(big), Read(big), Read(small), Read(small)]  # the rebuild reads both twice
+    assert decide(sources, lean, whole, rebuild).full_cost == 2_002_000
+    assert decide(sources, lean, whole, rebuild).strategy == "incremental"
+    deleted = {
+        big: SourceEstimate(big, rows=1_000_000, deleted=100, scanned=10_000),
+        small: sources[small],
+    }
+    assert decide(deleted, lean, twice).incremental_cost == 10_000 + 2 * 1_000_000
+
+
+class _Recording:
+    """A connection that keeps the statements it ran."""
+
+    def __init__(self, con):
+        self.con, self.statements = con, []
+
+    def execute(self, sql, *args):
+        self.statements.append(sql)
+        return self.con.execute(sql, *args)
+
+
+@pytest.mark.parametrize("strategy", ["incremental", "auto"])
+def test_a_window_with_no_change_runs_nothing_but_its_pin(view, strategy):
+    harness, plan = view
+    recording = _Recording(harness.con)
+    report = refresh(recording, plan, strategy=strategy)
+    assert report.strategy == "incremental"
+    ran = " ".join(recording.statements)
+    assert "CREATE OR REPLACE TEMP TABLE" not in ran and "DELETE FROM" not in ran
+    assert "COMMIT" in recording.statements
+    harness.con.execute("INSERT INTO dl.main.facts VALUES (-9, 1, 1)")
+    recording.statements.clear()
+    report = refresh(recording, plan, strategy=strategy, policy=LEAN)
+    assert report.strategy == "incremental"
+    assert "CREATE OR REPLACE TEMP TABLE" in " ".join(recording.statements)
+    harness.check(plan, VIEW)

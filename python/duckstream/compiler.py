@@ -27,6 +27,7 @@ from duckstream.plan import (
     Step,
     with_cleanup,
 )
+from duckstream.reads import source_reads
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
@@ -144,10 +145,11 @@ def compile_ivm(
         from duckstream.tree.project import Project
 
         sink = BagSink(ctx, Project(parts.block, parts.items, parts.names))
+    inserts = sink.populate()
     initialize: list[Step] = [
         Begin(),
         *engine.pin_for_initialize(),
-        *engine.populate(sink.populate()),
+        *engine.populate(inserts),
         *engine.record_cursors(),
         Commit(),
     ]
@@ -167,6 +169,8 @@ def compile_ivm(
         "query_mv": [engine.statement(sink.query_mv())],
     }
     rendered = {name: [t for s in steps[name] for t in engine.render(s)] for name in PROTOCOL}
+    by_name = {s.fqn: s for s in found.values()}
+    sources_read = list(found.values())
     return IVMPlan(
         view_sql=engine.sql(select),
         create_cursors_table=rendered["create_cursors_table"][0],
@@ -181,4 +185,6 @@ def compile_ivm(
         cursors_table=target.cursors_fqn,
         output_columns=sink.visible_columns(),
         dialect=dialect,
+        maintain_reads=source_reads(maintain, sources_read, lambda n: engine.changed(by_name[n])),
+        rebuild_reads=source_reads(inserts, sources_read, lambda _: None),
     )

@@ -17,7 +17,7 @@ a faster path for the same step (DuckLake pins the window in Python: :class:`Pin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,6 +161,25 @@ class PlanSource:
         return f"{self.catalog}.{self.schema}.{self.table}"
 
 
+@dataclass(frozen=True)
+class Read:
+    """One scan of the source ``table`` (full name) by a refresh (:mod:`duckstream.reads`).
+    In ``maintain`` it runs when every clause of ``when`` holds, a clause holding when any
+    source it names changed in the window (no clause: whenever the refresh runs); ``whole``:
+    aggregated before anything restricts it to the changes, so it reads the whole table."""
+
+    table: str
+    when: tuple[frozenset[str], ...] = ()
+    whole: bool = False
+
+    def runs(self, changed: Collection[str]) -> bool:
+        return all(not clause.isdisjoint(changed) for clause in self.when)
+
+    def enabled_by(self, changed: Collection[str]) -> frozenset[str]:
+        """The changed sources its clauses name (the changes it reads for)."""
+        return frozenset(s for clause in self.when for s in clause if s in changed)
+
+
 PROTOCOL = ("create_cursors_table", "create_mv", "initialize_cursors", "maintain", "query_mv")
 
 
@@ -191,6 +210,10 @@ class IVMPlan:
     output_columns: list[str] = field(default_factory=list)
     dialect: str = "duckdb"
     steps: dict[str, list[Step]] = field(default_factory=dict)
+    # The scans of sources by ``maintain`` and by a rebuild (``initialize_cursors``), for the
+    # cost model of ``strategy='auto'`` (:mod:`duckstream.reads`); None: not known.
+    maintain_reads: list[Read] | None = None
+    rebuild_reads: list[Read] | None = None
 
     @property
     def tables(self) -> list[str]:

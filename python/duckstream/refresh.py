@@ -5,19 +5,25 @@ Engine-free: each engine's runner estimates a window's changes from its own cata
 :mod:`duckstream.engines.ducklake.estimate`; Iceberg: :mod:`duckstream.engines.iceberg.estimate`)
 as one
 :class:`SourceEstimate` per source, and :func:`decide` compares the two paths in *rows read*,
-because both are dominated by scans:
+because both are dominated by scans. What each path scans comes from the plan
+(:mod:`duckstream.reads`: ``plan.maintain_reads``, ``plan.rebuild_reads``); without it, the
+view is taken for a plain join that reads each source once (:func:`join_reads`).
 
-* full refresh: every source is scanned once: ``full = sum(rows of each source)``;
+* full refresh: every scan of the rebuild reads its source whole:
+  ``full = sum(rows of the source of each rebuild scan)``;
 * incremental: a fixed cost per refresh (its statements, the writes to the view's table and
-  cursors, the commit), then for every source ``s`` that changed, its delta term reads the
-  inserted rows, the data files holding its deleted rows (deletions are positional or
-  file-level: reading the deleted rows scans the files they sit in) and the other sources it
-  joins with: ``incr = overhead + sum_s(inserted_s + scanned_s + reach_s * rows of the
-  other sources)``. ``reach`` is the part of a joined source the term cannot prune: deleted or
+  cursors, the commit), then every changed source's inserted rows and the data files holding
+  its deleted rows (deletions are positional or file-level: reading the deleted rows scans
+  the files they sit in), then each scan of the delta terms that the window's changes enable
+  (a term guarded by a source that did not change does not run):
+  ``incr = overhead + sum_changed(inserted + scanned) + sum_scans(reach * rows of its
+  source)``. ``reach`` is the part of a scanned table the term cannot prune: deleted or
   updated rows are scattered over the key range and prune nothing (``delete_reach``);
   appended rows carry fresh keys, and the semi-join filters on the materialized changes let
-  the scans of the tables joined by those keys skip nearly everything (``insert_reach``; what
-  remains is mostly dimension tables joined by other columns, read whole).
+  scans restricted by those keys skip nearly everything (``insert_reach``; what remains is
+  mostly dimension tables joined by other columns, read whole). A scan aggregated before any
+  restriction by the changes (a decorrelated subquery's grouped derived table, a global
+  aggregate recomputed) reads its whole table: reach 1.
 
 Auto picks full when ``incr > margin * full``, or when any source changed by more than
 ``max_fraction`` of its rows.
@@ -31,7 +37,10 @@ Auto picks full when ``incr > margin * full``, or when any source changed by mor
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from duckstream.plan import Read
 
 # ``auto``: estimate and pick; ``incremental``: maintain (errors propagate); ``full``: rebuild.
 STRATEGIES: tuple[str, ...] = ("auto", "incremental", "full")
@@ -99,17 +108,53 @@ class RefreshReport:
         return {name: s.changed for name, s in self.sources.items()}
 
 
-def decide(sources: dict[str, SourceEstimate], policy: Policy) -> RefreshReport:
-    """The choice for one window, from the estimated changes of every source."""
+def join_reads(sources: Iterable[str]) -> list[Read]:
+    """The scans of a plain join of ``sources`` that reads each once: the term of each
+    source's changes scans every other source once. The cost model's assumption when a plan
+    does not list its scans.
+
+    >>> [(r.table, sorted(r.when[0])) for r in join_reads(["a", "b"])]
+    [('b', ['a']), ('a', ['b'])]
+    """
+    names = list(dict.fromkeys(sources))
+    return [Read(o, (frozenset({s}),)) for s in names for o in names if o != s]
+
+
+def decide(
+    sources: dict[str, SourceEstimate],
+    policy: Policy,
+    reads: Sequence[Read] | None = None,
+    rebuild: Sequence[Read] | None = None,
+) -> RefreshReport:
+    """The choice for one window, from the estimated changes of every source; ``reads`` and
+    ``rebuild``: the scans of the incremental refresh and of the rebuild (the plan's
+    ``maintain_reads`` and ``rebuild_reads``; None: a plain join, each source read once)."""
     changed = {name: s for name, s in sources.items() if s.changed}
     if not changed:
         return RefreshReport("incremental", "auto", "no source changed", sources, 0.0, 0.0)
-    full = float(sum(s.rows for s in sources.values()))
+
+    def rows(name: str) -> int:
+        found = sources.get(name)
+        return found.rows if found is not None else 0
+
+    if rebuild is None:
+        full = float(sum(s.rows for s in sources.values()))
+    else:
+        full = float(sum(rows(r.table) for r in rebuild))
     incremental = float(policy.overhead_rows)
-    for name, s in changed.items():
-        others = sum(o.rows for n, o in sources.items() if n != name)
-        reach = policy.delete_reach if s.deleted else policy.insert_reach
-        incremental += s.inserted + s.scanned + reach * others
+    incremental += sum(s.inserted + s.scanned for s in changed.values())
+    scans = 0
+    for read in join_reads(sources) if reads is None else reads:
+        if not read.runs(changed):
+            continue
+        scans += 1
+        if read.whole:
+            reach = 1.0
+        elif any(changed[n].deleted for n in read.enabled_by(changed) or changed):
+            reach = policy.delete_reach
+        else:
+            reach = policy.insert_reach
+        incremental += reach * rows(read.table)
     summary = ", ".join(
         f"{name.rsplit('.', 1)[-1]} +{s.inserted:,}/-{s.deleted:,} ({s.fraction:.2%})"
         for name, s in changed.items()
@@ -124,6 +169,7 @@ def decide(sources: dict[str, SourceEstimate], policy: Policy) -> RefreshReport:
     verdict = "full" if ratio > policy.margin else "incremental"
     reason = (
         f"{summary}: incremental reads ~{ratio:.2f}x the rows of a rebuild"
-        f" ({incremental:,.0f} with a fixed {policy.overhead_rows:,}, against {full:,.0f})"
+        f" ({incremental:,.0f} in {scans} scans with a fixed {policy.overhead_rows:,},"
+        f" against {full:,.0f})"
     )
     return RefreshReport(verdict, "auto", reason, sources, incremental, full)

@@ -86,7 +86,10 @@ def run_statements(
     (``opened``: an earlier call's ``BEGIN`` of the runner's), and re-raise; a statement that
     fails outside such a transaction rolls nothing back (an open transaction is the caller's).
     Statements after the ``COMMIT`` are clean-up (dropping temporary tables): the work is
-    ended, so their failure is a warning, not an error.
+    ended, so their failure is a warning, not an error. A pinned window (:class:`PinWindow`)
+    in which no source changed has nothing to apply: the statements up to the ``COMMIT`` are
+    skipped (they would only be planned, at a cost that grows with the view's SQL, to find
+    their guards false).
     """
     with _no_perfect_hash_aggregate(con):
         _run_statements(con, statements, opened)
@@ -110,12 +113,16 @@ def _no_perfect_hash_aggregate(con: Connection) -> Iterator[None]:
 
 def _run_statements(con: Connection, statements: list[str] | list[Step], opened: bool) -> None:
     own = opened
-    ended = False
+    ended = skipping = False
     for item in statements:
         step = Sql(item) if isinstance(item, str) else item
+        text = step.statement if isinstance(step, Sql) else ""
+        if skipping and not (isinstance(step, Commit) or _is(text, "COMMIT", "END")):
+            continue
         try:
             if isinstance(step, PinWindow):
-                ducklake_window.read(con, step.spec, pin=True)
+                window = ducklake_window.read(con, step.spec, pin=True)
+                skipping = own and not window.values["changed"]
             else:
                 for statement in render(step):
                     con.execute(statement)
@@ -131,11 +138,10 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
                 with contextlib.suppress(Exception):  # the transaction is gone already
                     con.execute("ROLLBACK")
             raise
-        text = step.statement if isinstance(step, Sql) else ""
         if isinstance(step, Begin) or _is(text, "BEGIN"):
             own = True
         elif own and (isinstance(step, Commit) or _is(text, "COMMIT", "END", "ROLLBACK", "ABORT")):
-            own, ended = False, True
+            own, ended, skipping = False, True, False
 
 
 def setup(con: Connection, plan: IVMPlan) -> None:
@@ -257,7 +263,9 @@ def finish(
     maintain, initialize = plan.steps["maintain"], plan.steps["initialize_cursors"]
     first = [Sql(s) for s in rebuild_first]
     rest: list[Step]
-    if pinned.report.strategy == "incremental":
+    if pinned.report.strategy == "incremental" and window is not None and not pinned.changed:
+        rest = maintain[index_of(maintain, Commit) :]  # nothing to apply (as run_statements)
+    elif pinned.report.strategy == "incremental":
         rest = maintain[index_of(maintain, PinWindow) + 1 :]
     elif window is None:
         rest = [*first, *initialize[index_of(initialize, Begin) + 1 :]]
@@ -316,6 +324,6 @@ def choose(
     if isinstance(found, str):
         report = RefreshReport("full", "auto", found)
     else:
-        report = decide(found, policy)
+        report = decide(found, policy, plan.maintain_reads, plan.rebuild_reads)
     report.estimate_seconds = time.perf_counter() - start
     return report
