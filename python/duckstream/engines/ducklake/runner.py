@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 from duckstream.connection import Connection
@@ -96,7 +96,7 @@ def run_statements(
 
 
 @contextlib.contextmanager
-def _no_perfect_hash_aggregate(con: Connection) -> Iterator[None]:
+def _no_perfect_hash_aggregate(con: Connection) -> Generator[None]:
     """Turn DuckDB's perfect hash aggregate off while the statements run, then restore the
     connection's setting. It sizes its table from the column statistics of what it groups,
     and DuckDB 1.5.5 reads a DuckLake change feed (inlining off) with statistics that can
