@@ -1,16 +1,16 @@
 """What Spark cannot maintain exactly although DuckDB can: refused at compile time.
 
-**Division over a DECIMAL SUM or AVG in a grouped view** (``sum(a) / sum(b)``,
-``sum(a) / count(*)``, ``avg(a) / 2``). Spark types decimal arithmetic by precision: the
-quotient's scale depends on the precision of its operands. A maintained row computes the
-visible value from hidden running sums whose precision grew while merging deltas
-(``DECIMAL(20,2)`` becomes ``DECIMAL(38,2)``), so its quotient is rounded at another digit than
-the recomputed view's. Spark SQL has no cast to "the type of that column", so the compiler
-refuses instead of drifting. Ways out for the user: cast first (``CAST(sum(a) AS DOUBLE) /
-...``), or pass ``schema=`` so the compiler can see the argument is not DECIMAL (integer and
-double sums are exact; so is a cast to an explicit DECIMAL(p, s)). DuckDB divides decimals in
-DOUBLE and is not affected; aggregates inside derived tables are recomputed per affected group
-and are not affected either.
+**Division over a DECIMAL SUM or AVG of a type it cannot tell** (``sum(a) / sum(b)``,
+``sum(a) / count(*)``, ``avg(a) / 2`` in a grouped view). Spark types decimal arithmetic by
+precision: the quotient's scale depends on the precision of its operands. A maintained row
+computes the visible value from hidden running sums whose precision grew while merging deltas
+(``DECIMAL(25,2)`` becomes ``DECIMAL(37,2)``), so its quotient would be rounded at another digit
+than the recomputed view's. With ``schema=``, the engine works out Spark's type of each such
+aggregate and casts the running sum back to it (:mod:`.decimals`); where it cannot (no
+schema, a function it does not type), it refuses. Ways out for the user: pass ``schema=``,
+or cast (``CAST(sum(a) AS DOUBLE) / ...``; a cast to an explicit DECIMAL(p, s) is exact
+too). DuckDB divides decimals in DOUBLE and is not affected; aggregates inside derived tables
+are recomputed per affected group and are not affected either.
 
 **``x IN (subquery)`` where its value is more than a filter** (in the select list, under
 ``IS NULL``, compared, in a CASE of the select list): Spark 3.5 gives FALSE where SQL gives
@@ -57,9 +57,10 @@ def check_view(select: exp.Select, schema: dict | None) -> None:
                     if _maybe_decimal(aggregate.this):
                         raise UnsupportedSQLError(
                             FEATURE,
-                            "division over a DECIMAL SUM/AVG is not exact on Spark (decimal"
-                            " precision drifts as deltas merge); cast it, e.g. CAST(sum(x) AS"
-                            f" DOUBLE), or pass schema= if it is not DECIMAL: `{division.sql()}`",
+                            "division over a SUM/AVG that may be DECIMAL, of a type duckstream"
+                            " cannot tell: Spark's decimal precision would drift as deltas"
+                            " merge; pass schema= (then the type is kept), or cast it, e.g."
+                            f" CAST(sum(x) AS DOUBLE): `{division.sql()}`",
                         )
 
 
