@@ -127,6 +127,25 @@ T_CYCLES: list[Cycle] = [
     [[Delete("t", "k = 4")], [Insert("t", ((2, _d("0.03"), _d("0.04")),) * 2)]],
     [[Delete("t", "k = 1")]],
 ]
+HIGH_SCALE = TableSpec(
+    "h",
+    [Column("k", "INTEGER"), Column("x", "DECIMAL(18,8)")],
+    [(1, _d("1.01234567")), (1, _d("2.00000001")), (2, _d("3.55555555"))],
+)
+SCALE_SIX = TableSpec(
+    "h",
+    [Column("k", "INTEGER"), Column("x", "DECIMAL(38,6)")],
+    [(1, _d("1.012345")), (1, _d("2.000001")), (2, _d("3555555555555555555.555555"))],
+)
+SCALE_THREE = TableSpec(
+    "h",
+    [Column("k", "INTEGER"), Column("x", "DECIMAL(15,3)")],
+    [(1, _d("1.012")), (1, _d("2.001")), (2, _d("3.555"))],
+)
+HIGH_SCALE_CYCLES: list[Cycle] = [
+    [[Insert("h", ((1, _d("0.00000007")), (2, _d("1.11111111"))))]],
+    [[Delete("h", "k = 1 AND x > 2")], [Update("h", "x = x + 0.00000003", "k = 2")]],
+]
 PROMO = "CASE WHEN t.d > 0.05 THEN t.x * (1 - t.d) ELSE 0 END"
 SCENARIOS = {
     # TPC-H Q17's shape: a DECIMAL sum over a decimal literal
@@ -162,6 +181,48 @@ SCENARIOS = {
         "SELECT t.k, SUM(t.x) / 7.0 AS a FROM t GROUP BY t.k",
         T_CYCLES,
         spark_refused="spark_unsupported",
+    ),
+    # a scale above 6 with many digits: Spark rounds the running total (DECIMAL(18,8) sums lost
+    # two digits); refused when compiling with the schema, else at setup, from Spark's types
+    "high_scale_refused": Scenario(
+        [HIGH_SCALE],
+        "SELECT h.k, SUM(h.x) AS s FROM h GROUP BY h.k",
+        HIGH_SCALE_CYCLES,
+        compile_kwargs={"schema": {"h": {"k": "INTEGER", "x": "DECIMAL(18,8)"}}},
+        spark_refused="spark_unsupported",
+    ),
+    "high_scale_refused_at_setup": Scenario(
+        [HIGH_SCALE],
+        "SELECT h.k, SUM(h.x) AS s FROM h GROUP BY h.k",
+        HIGH_SCALE_CYCLES,
+        spark_refused="spark_unsupported",
+    ),
+    # an AVG of a DECIMAL with scale 3 would keep 6 digits of its 7 (found by these tests)
+    "avg_scale_three_refused": Scenario(
+        [SCALE_THREE],
+        "SELECT h.k, AVG(h.x) AS a FROM h GROUP BY h.k",
+        HIGH_SCALE_CYCLES,
+        compile_kwargs={"schema": {"h": {"k": "INTEGER", "x": "DECIMAL(15,3)"}}},
+        spark_refused="spark_unsupported",
+    ),
+    "avg_scale_three_refused_at_setup": Scenario(
+        [SCALE_THREE],
+        "SELECT h.k, AVG(h.x) AS a FROM h GROUP BY h.k",
+        HIGH_SCALE_CYCLES,
+        spark_refused="spark_unsupported",
+    ),
+    "sum_scale_three_maintained": Scenario(
+        [SCALE_THREE],
+        "SELECT h.k, SUM(h.x) / 3 AS s FROM h GROUP BY h.k",
+        HIGH_SCALE_CYCLES,
+        compile_kwargs={"schema": {"h": {"k": "INTEGER", "x": "DECIMAL(15,3)"}}},
+    ),
+    # scale 6 keeps its digits
+    "scale_six_maintained": Scenario(
+        [SCALE_SIX],
+        "SELECT h.k, SUM(h.x) AS s FROM h GROUP BY h.k",
+        HIGH_SCALE_CYCLES,
+        compile_kwargs={"schema": {"h": {"k": "INTEGER", "x": "DECIMAL(38,6)"}}},
     ),
 }
 CHECK_TYPES = True

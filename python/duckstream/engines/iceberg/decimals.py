@@ -253,6 +253,24 @@ def aggregate_type(node: exp.Sum | exp.Avg, argument: SparkType) -> SparkType:
     return argument
 
 
+def running_total_scale(argument: Decimal) -> int:
+    """The scale a maintained SUM of ``argument`` keeps on Spark: each delta row's value times
+    its multiplicity (a BIGINT), summed, added to the old total. Past 38 digits Spark gives
+    up scale down to 6, so a scale above 6 can shrink: wrong sums, refused.
+
+    >>> running_total_scale(Decimal(15, 2)), running_total_scale(Decimal(20, 6))
+    (2, 6)
+    >>> running_total_scale(Decimal(18, 8)), running_total_scale(Decimal(38, 10))
+    (6, 6)
+    """
+    times_multiplicity = arithmetic(exp.Mul(), argument, Integer(20))
+    delta = aggregate_type(exp.Sum(), times_multiplicity)
+    total = aggregate_type(exp.Sum(), argument)
+    merged = arithmetic(exp.Add(), total, delta)
+    assert isinstance(times_multiplicity, Decimal) and isinstance(merged, Decimal)
+    return min(times_multiplicity.scale, merged.scale)
+
+
 def _is_null(node: exp.Expr) -> bool:
     return isinstance(node, exp.Null)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 
+from duckstream.engines.iceberg.decimals import Decimal, Typer, running_total_scale
 from duckstream.errors import UnsupportedSQLError
 
 FEATURE = "spark_unsupported"
@@ -48,6 +49,7 @@ def check_view(select: exp.Select, schema: dict | None) -> None:
     aggregated = select.args.get("group") or any(i.find(exp.AggFunc) for i in select.expressions)
     if not aggregated:
         return
+    _check_running_totals(select, schema)
     typed = _annotated(select, schema)
     having = typed.args.get("having")
     for node in [*typed.expressions, *([having.this] if having else [])]:
@@ -62,6 +64,47 @@ def check_view(select: exp.Select, schema: dict | None) -> None:
                             " merge; pass schema= (then the type is kept), or cast it, e.g."
                             f" CAST(sum(x) AS DOUBLE): `{division.sql()}`",
                         )
+
+
+def _check_running_totals(select: exp.Select, schema: dict | None) -> None:
+    """Refuse a SUM / AVG of a DECIMAL whose scale Spark would shrink in the running total
+    (:func:`~.decimals.running_total_scale`: a scale above 6 with many digits, e.g.
+    DECIMAL(18,8)). Only where the schema tells the type."""
+    if not schema:
+        return
+    typer = Typer(select, schema)
+    having = select.args.get("having")
+    for node in [*select.expressions, *([having] if having else [])]:
+        for aggregate in node.find_all(exp.Sum, exp.Avg):
+            argument = typer.type_of(aggregate.this)
+            if not isinstance(argument, Decimal):
+                continue
+            if isinstance(aggregate, exp.Avg) and argument.scale > AVG_MAX_SCALE:
+                raise UnsupportedSQLError(FEATURE, avg_message(argument.scale, aggregate.sql()))
+            if running_total_scale(argument) < argument.scale:
+                raise UnsupportedSQLError(
+                    FEATURE,
+                    f"a SUM/AVG of DECIMAL({argument.precision},{argument.scale}): Spark gives"
+                    " up digits of scale past 6 when a running total of that many digits"
+                    " merges a change (the sums would be rounded); cast the argument, e.g. to"
+                    f" DECIMAL({argument.precision},6) or DOUBLE: `{aggregate.sql('spark')}`",
+                )
+
+
+# An AVG of DECIMAL(p, s) is DECIMAL with scale s + 4. Its maintained value divides the running
+# total (whose precision widens to 38 as changes merge) by the count, and Spark then keeps
+# max(s, 6) digits of the quotient: enough for s + 4 only up to s = 2.
+AVG_MAX_SCALE = 2
+
+
+def avg_message(scale: int, text: str) -> str:
+    """Why an AVG of a DECIMAL with ``scale`` is refused (``text``: where)."""
+    return (
+        f"an AVG of a DECIMAL with scale {scale}: Spark types it with scale {scale + 4}, and"
+        f" the maintained quotient of the running total keeps only {max(scale, 6)} digits of"
+        f" scale (an AVG of a DECIMAL with scale up to {AVG_MAX_SCALE} is maintained); cast"
+        f" the argument, e.g. to DOUBLE: `{text}`"
+    )
 
 
 def check_written(view: exp.Expr) -> None:
