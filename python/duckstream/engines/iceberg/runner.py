@@ -255,12 +255,12 @@ def check_running_totals(spark: SparkSession, plan: IVMPlan) -> None:
     fields = {f.name: f.dataType for f in spark.sql(query.sql(dialect=DIALECT)).schema.fields}
     # An AVG's visible value reads its running total's type (engine.avg's typeof).
     averaged = {
-        column.name
-        for call in query.find_all(exp.Typeof)
-        for column in call.find_all(exp.Column)
+        column.name for call in query.find_all(exp.Typeof) for column in call.find_all(exp.Column)
     }
+    from pyspark.sql.types import DecimalType
+
     for name, type_ in fields.items():
-        if f"{name}_n" not in fields or type_.typeName() != "decimal":
+        if f"{name}_n" not in fields or not isinstance(type_, DecimalType):
             continue  # not a SUM / AVG running total (its non-NULL count beside it)
         total = Decimal(type_.precision, type_.scale)
         argument = Decimal(total.precision - 10, total.scale)  # SUM adds 10 digits
