@@ -48,7 +48,7 @@ from duckstream.plan import IVMPlan
 from duckstream.testing.differential import as_multiset, multiset_diff
 from duckstream.testing.ducklake import load_extension
 from duckstream.testing.spark_harness import to_spark
-from duckstream.testing.tpch import TABLES, tpch_view
+from duckstream.testing.tpch import TABLES, tpch_schema, tpch_view
 from duckstream.testing.tpch import WORKLOADS as GENERATORS
 
 if TYPE_CHECKING:
@@ -204,6 +204,7 @@ def compile_views(namespace: str, queries: list[str]) -> tuple[dict[str, IVMPlan
                 mv_name=f"mv_q{q}",
                 mv_catalog="lake",
                 mv_schema=namespace,
+                schema=tpch_schema(),  # keeps Spark's DECIMAL types of Q8, Q14, Q17
             )
         except UnsupportedSQLError as error:
             refused[q] = str(error)

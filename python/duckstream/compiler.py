@@ -103,6 +103,7 @@ def compile_ivm(
         sources=sources,
         columns=schema,
     )
+    select = engine.pin_types(select, schema)
     engine.check_view(parsed, select, schema)
     found: dict[str, Source] = {}
     references: dict[PlanSource, None] = {}

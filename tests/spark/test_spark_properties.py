@@ -27,8 +27,8 @@ WIDE_EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES", "2"))
 
 
 def _run(spark, scenario) -> None:
-    # compiled without schema=, as on Spark's dbt path; one Iceberg catalog (no placement);
-    # DuckLake's inlining does not apply
+    # compiled without schema= (types first known at setup); one Iceberg catalog (no
+    # placement); DuckLake's inlining does not apply
     tables_, view_sql, cycles_, *_ = scenario
     try:
         run_scenario(SparkHarness(spark, check_names=True), tables_, view_sql, cycles_)

@@ -178,6 +178,12 @@ class Engine(ABC):
         insert. An engine without transactions overrides this to make it one commit."""
         return [self.statement(exp.delete(self.tgt.table())), *map(self.statement, inserts)]
 
+    def pin_types(self, select: exp.Select, schema: dict | None) -> exp.Select:
+        """The normalized ``select`` with the casts this engine needs for a maintained value
+        to keep the type (and so the rounding) of the recomputed one; the view's result is
+        the same. Unchanged here."""
+        return select
+
     def check_view(self, view: exp.Expr, select: exp.Select, schema: dict | None) -> None:
         """Raise :class:`~duckstream.errors.UnsupportedSQLError` for a construct this engine
         cannot maintain: in the ``view`` as written (where this engine's SQL means something

@@ -45,6 +45,7 @@ import re
 from sqlglot import exp, parse_one
 
 from duckstream.engines.base import MULT, Engine, Source, Version
+from duckstream.engines.iceberg.decimals import pin_aggregate_types
 from duckstream.engines.iceberg.dialect import (
     DIALECT,
     lit,
@@ -127,6 +128,11 @@ def render(step: Step) -> list[str]:
 
 class IcebergEngine(Engine):
     dialect = DIALECT
+
+    def pin_types(self, select: exp.Select, schema: dict | None) -> exp.Select:
+        """Decimal SUM / AVG cast to the type Spark gives them (:mod:`.decimals`): a running
+        total's type widens as deltas merge, and a division would round elsewhere."""
+        return pin_aggregate_types(select, schema)
 
     def check_view(self, view: exp.Expr, select: exp.Select, schema: dict | None) -> None:
         check_written(view)

@@ -35,11 +35,16 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from duckstream.engines.iceberg.dialect import quoted
+import sqlglot
+from sqlglot import exp
+
+from duckstream.engines.iceberg.decimals import Decimal, running_total_scale
+from duckstream.engines.iceberg.dialect import DIALECT, quoted
 from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION, render, value_query
 from duckstream.engines.iceberg.estimate import choose
 from duckstream.engines.iceberg.session import sql_with_commit_properties
-from duckstream.errors import DuckstreamError, RebuildRequired
+from duckstream.engines.iceberg.unsupported import AVG_MAX_SCALE, avg_message
+from duckstream.errors import DuckstreamError, RebuildRequired, UnsupportedSQLError
 from duckstream.plan import (
     Begin,
     Cleanup,
@@ -179,6 +184,7 @@ def changed_sources(values: dict[str, str]) -> tuple[int, int]:
 
 def setup(spark: SparkSession, plan: IVMPlan) -> dict[str, str]:
     """Create the cursors table and the view's table, and fill it at pinned snapshots."""
+    check_running_totals(spark, plan)
     spark.sql(plan.create_cursors_table)
     spark.sql(plan.create_mv)
     return run_steps(spark, plan.steps["initialize_cursors"])
@@ -234,4 +240,44 @@ def check_not_cached(spark: SparkSession, plan: IVMPlan) -> None:
                 f"duckstream: source {'.'.join(source)} of {plan.mv_table} is cached"
                 " in this Spark session (CACHE TABLE), and Spark would read its earlier"
                 f" snapshots from the cache: UNCACHE TABLE {name} before refreshing"
+            )
+
+
+def check_running_totals(spark: SparkSession, plan: IVMPlan) -> None:
+    """Refuse a view whose SUM / AVG running total Spark would round: a DECIMAL argument with
+    a scale above 6 and many digits (``decimals.running_total_scale``). The compiler refuses
+    it when it has the schema; without one, the types are first known here, from Spark's
+    analysis of the table's query (no job runs)."""
+    create = sqlglot.parse_one(plan.create_mv, dialect=DIALECT)
+    query = create.expression
+    if not isinstance(query, exp.Query):
+        return
+    fields = {f.name: f.dataType for f in spark.sql(query.sql(dialect=DIALECT)).schema.fields}
+    # An AVG's visible value reads its running total's type (engine.avg's typeof).
+    averaged = {
+        column.name for call in query.find_all(exp.Typeof) for column in call.find_all(exp.Column)
+    }
+    from pyspark.sql.types import DecimalType
+
+    for name, type_ in fields.items():
+        if f"{name}_n" not in fields or not isinstance(type_, DecimalType):
+            continue  # not a SUM / AVG running total (its non-NULL count beside it)
+        total = Decimal(type_.precision, type_.scale)
+        argument = Decimal(total.precision - 10, total.scale)  # SUM adds 10 digits
+        if name in averaged and total.scale > AVG_MAX_SCALE:
+            message = avg_message(total.scale, f"its running total {name}")
+            raise UnsupportedSQLError(
+                "spark_unsupported", f"duckstream: {plan.mv_table}: {message}"
+            )
+        if (
+            total.precision == 38
+            and total.scale > 6
+            or (total.precision < 38 and running_total_scale(argument) < argument.scale)
+        ):
+            raise UnsupportedSQLError(
+                "spark_unsupported",
+                f"duckstream: {plan.mv_table} sums a DECIMAL of scale {total.scale} into a"
+                f" DECIMAL({total.precision},{total.scale}) running total, which Spark rounds"
+                " to fewer digits of scale as changes merge; cast the argument (e.g. to"
+                " DECIMAL(p,6) or DOUBLE) or compile with schema= to be told which",
             )

@@ -1,16 +1,16 @@
 """What Spark cannot maintain exactly although DuckDB can: refused at compile time.
 
-**Division over a DECIMAL SUM or AVG in a grouped view** (``sum(a) / sum(b)``,
-``sum(a) / count(*)``, ``avg(a) / 2``). Spark types decimal arithmetic by precision: the
-quotient's scale depends on the precision of its operands. A maintained row computes the
-visible value from hidden running sums whose precision grew while merging deltas
-(``DECIMAL(20,2)`` becomes ``DECIMAL(38,2)``), so its quotient is rounded at another digit than
-the recomputed view's. Spark SQL has no cast to "the type of that column", so the compiler
-refuses instead of drifting. Ways out for the user: cast first (``CAST(sum(a) AS DOUBLE) /
-...``), or pass ``schema=`` so the compiler can see the argument is not DECIMAL (integer and
-double sums are exact; so is a cast to an explicit DECIMAL(p, s)). DuckDB divides decimals in
-DOUBLE and is not affected; aggregates inside derived tables are recomputed per affected group
-and are not affected either.
+**Division over a DECIMAL SUM or AVG of a type it cannot tell** (``sum(a) / sum(b)``,
+``sum(a) / count(*)``, ``avg(a) / 2`` in a grouped view). Spark types decimal arithmetic by
+precision: the quotient's scale depends on the precision of its operands. A maintained row
+computes the visible value from hidden running sums whose precision grew while merging deltas
+(``DECIMAL(25,2)`` becomes ``DECIMAL(37,2)``), so its quotient would be rounded at another digit
+than the recomputed view's. With ``schema=``, the engine works out Spark's type of each such
+aggregate and casts the running sum back to it (:mod:`.decimals`); where it cannot (no
+schema, a function it does not type), it refuses. Ways out for the user: pass ``schema=``,
+or cast (``CAST(sum(a) AS DOUBLE) / ...``; a cast to an explicit DECIMAL(p, s) is exact
+too). DuckDB divides decimals in DOUBLE and is not affected; aggregates inside derived tables
+are recomputed per affected group and are not affected either.
 
 **``x IN (subquery)`` where its value is more than a filter** (in the select list, under
 ``IS NULL``, compared, in a CASE of the select list): Spark 3.5 gives FALSE where SQL gives
@@ -30,6 +30,7 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 
+from duckstream.engines.iceberg.decimals import Decimal, Typer, running_total_scale
 from duckstream.errors import UnsupportedSQLError
 
 FEATURE = "spark_unsupported"
@@ -48,6 +49,7 @@ def check_view(select: exp.Select, schema: dict | None) -> None:
     aggregated = select.args.get("group") or any(i.find(exp.AggFunc) for i in select.expressions)
     if not aggregated:
         return
+    _check_running_totals(select, schema)
     typed = _annotated(select, schema)
     having = typed.args.get("having")
     for node in [*typed.expressions, *([having.this] if having else [])]:
@@ -57,10 +59,52 @@ def check_view(select: exp.Select, schema: dict | None) -> None:
                     if _maybe_decimal(aggregate.this):
                         raise UnsupportedSQLError(
                             FEATURE,
-                            "division over a DECIMAL SUM/AVG is not exact on Spark (decimal"
-                            " precision drifts as deltas merge); cast it, e.g. CAST(sum(x) AS"
-                            f" DOUBLE), or pass schema= if it is not DECIMAL: `{division.sql()}`",
+                            "division over a SUM/AVG that may be DECIMAL, of a type duckstream"
+                            " cannot tell: Spark's decimal precision would drift as deltas"
+                            " merge; pass schema= (then the type is kept), or cast it, e.g."
+                            f" CAST(sum(x) AS DOUBLE): `{division.sql()}`",
                         )
+
+
+def _check_running_totals(select: exp.Select, schema: dict | None) -> None:
+    """Refuse a SUM / AVG of a DECIMAL whose scale Spark would shrink in the running total
+    (:func:`~.decimals.running_total_scale`: a scale above 6 with many digits, e.g.
+    DECIMAL(18,8)). Only where the schema tells the type."""
+    if not schema:
+        return
+    typer = Typer(select, schema)
+    having = select.args.get("having")
+    for node in [*select.expressions, *([having] if having else [])]:
+        for aggregate in node.find_all(exp.Sum, exp.Avg):
+            argument = typer.type_of(aggregate.this)
+            if not isinstance(argument, Decimal):
+                continue
+            if isinstance(aggregate, exp.Avg) and argument.scale > AVG_MAX_SCALE:
+                raise UnsupportedSQLError(FEATURE, avg_message(argument.scale, aggregate.sql()))
+            if running_total_scale(argument) < argument.scale:
+                raise UnsupportedSQLError(
+                    FEATURE,
+                    f"a SUM/AVG of DECIMAL({argument.precision},{argument.scale}): Spark gives"
+                    " up digits of scale past 6 when a running total of that many digits"
+                    " merges a change (the sums would be rounded); cast the argument, e.g. to"
+                    f" DECIMAL({argument.precision},6) or DOUBLE: `{aggregate.sql('spark')}`",
+                )
+
+
+# An AVG of DECIMAL(p, s) is DECIMAL with scale s + 4. Its maintained value divides the running
+# total (whose precision widens to 38 as changes merge) by the count, and Spark then keeps
+# max(s, 6) digits of the quotient: enough for s + 4 only up to s = 2.
+AVG_MAX_SCALE = 2
+
+
+def avg_message(scale: int, text: str) -> str:
+    """Why an AVG of a DECIMAL with ``scale`` is refused (``text``: where)."""
+    return (
+        f"an AVG of a DECIMAL with scale {scale}: Spark types it with scale {scale + 4}, and"
+        f" the maintained quotient of the running total keeps only {max(scale, 6)} digits of"
+        f" scale (an AVG of a DECIMAL with scale up to {AVG_MAX_SCALE} is maintained); cast"
+        f" the argument, e.g. to DOUBLE: `{text}`"
+    )
 
 
 def check_written(view: exp.Expr) -> None:
