@@ -22,3 +22,19 @@ def map_children(node: exp.Expr, visit: Callable[[exp.Expr], exp.Expr]) -> exp.E
         elif isinstance(value, list):
             node.set(key, [visit(v) if isinstance(v, exp.Expr) else v for v in value])
     return node
+
+
+def in_subquery(node: exp.Expr, top: exp.Expr) -> bool:
+    """Whether ``node`` sits inside a query nested in ``top`` (another scope than ``top``'s).
+
+    >>> from sqlglot import parse_one
+    >>> item = parse_one("SELECT sum(a) + (SELECT max(b) FROM u) AS x FROM t").expressions[0]
+    >>> [in_subquery(f, item) for f in item.find_all(exp.Sum, exp.Max)]
+    [False, True]
+    """
+    parent = node.parent
+    while parent is not None and parent is not top:
+        if isinstance(parent, exp.Query):
+            return True
+        parent = parent.parent
+    return False

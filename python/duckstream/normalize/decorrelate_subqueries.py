@@ -70,7 +70,7 @@ from typing import TypeGuard
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
-from duckstream.expressions import map_children
+from duckstream.expressions import in_subquery, map_children
 from duckstream.normalize.wrap_set_operation import output_names
 
 # The value of an aggregate over no rows: 0 for the counts, NULL for the rest listed here
@@ -499,18 +499,9 @@ def _aggregates_here(node: exp.Expr) -> bool:
     """Whether ``node`` calls an aggregate of its own SELECT (not in a subquery, not a
     window function)."""
     return any(
-        not isinstance(agg.parent, exp.Window) and not _in_subquery(agg, node)
+        not isinstance(agg.parent, exp.Window) and not in_subquery(agg, node)
         for agg in node.find_all(exp.AggFunc)
     )
-
-
-def _in_subquery(node: exp.Expr, top: exp.Expr) -> bool:
-    parent = node.parent
-    while parent is not None and parent is not top:
-        if isinstance(parent, exp.Query):
-            return True
-        parent = parent.parent
-    return False
 
 
 def _unparen(node: exp.Expr) -> exp.Expr:

@@ -35,6 +35,8 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, build_scope
 from sqlglot.schema import MappingSchema
 
+from duckstream.expressions import in_subquery
+
 MAX_PRECISION = 38
 MIN_ADJUSTED_SCALE = 6
 # Integers meet decimals as these (DecimalType.forType); an integer literal as its digits.
@@ -285,19 +287,9 @@ def pin_aggregate_types(select: exp.Select, schema: dict | None) -> exp.Select:
     having = pinned.args.get("having")
     for node in [*pinned.expressions, *([having] if having else [])]:
         for aggregate in list(node.find_all(exp.Sum, exp.Avg)):
-            if isinstance(aggregate.parent, exp.Cast) or _inside_query(aggregate, node):
+            if isinstance(aggregate.parent, exp.Cast) or in_subquery(aggregate, node):
                 continue
             type_ = typer.type_of(aggregate)
             if isinstance(type_, Decimal):
                 aggregate.replace(exp.Cast(this=aggregate.copy(), to=type_.data_type()))
     return pinned
-
-
-def _inside_query(node: exp.Expr, top: exp.Expr) -> bool:
-    """Whether ``node`` is inside a subquery of ``top`` (another scope: left to its own)."""
-    parent = node.parent
-    while parent is not None and parent is not top:
-        if isinstance(parent, exp.Query):
-            return True
-        parent = parent.parent
-    return False
