@@ -264,6 +264,12 @@ def running_total_scale(argument: Decimal) -> int:
     (2, 6)
     >>> running_total_scale(Decimal(18, 8)), running_total_scale(Decimal(38, 10))
     (6, 6)
+
+    A total of 38 digits (an argument of 28 or more) loses scale exactly when it is above 6:
+
+    >>> all((running_total_scale(Decimal(p, s)) < s) == (s > 6)
+    ...     for p in range(28, 39) for s in range(p + 1))
+    True
     """
     times_multiplicity = arithmetic(exp.Mul(), argument, Integer(20))
     delta = aggregate_type(exp.Sum(), times_multiplicity)
