@@ -40,6 +40,7 @@ from duckstream.testing.differential import (
     TableSpec,
     Update,
     run_scenario,
+    tables_schema,
 )
 from duckstream.testing.ducklake import attach_ducklake, connect_ducklake
 from duckstream.testing.strategies import (
@@ -91,17 +92,13 @@ def scenarios(
     return tables_, view_sql, cycles_, known_schema, placement, inlining
 
 
-def _schema(tables_) -> dict:
-    return {t.name: {c.name: c.type for c in t.columns} for t in tables_}
-
-
 def check(scenario) -> None:
     tables_, view_sql, cycles_, known_schema, placement, inlining = scenario
     with tempfile.TemporaryDirectory() as directory:
         con = connect_ducklake(f"{directory}/lake", "dl", inlining)
         attach_ducklake(con, f"{directory}/raw", "raw", inlining)
         try:
-            kwargs = {"schema": _schema(tables_)} if known_schema else {}
+            kwargs = {"schema": tables_schema(tables_)} if known_schema else {}
             harness = DuckLakeHarness(con, placement=dict(placement), check_names=True)
             run_scenario(harness, tables_, view_sql, cycles_, **kwargs)
         finally:

@@ -20,6 +20,7 @@ from duckstream.testing.differential import (
     Scenario,
     TableSpec,
     Update,
+    tables_schema,
 )
 from duckstream.testing.spark_harness import expect_outcome
 
@@ -119,7 +120,7 @@ T = TableSpec(
         (3, _d("0.01"), None),
     ],
 )
-T_SCHEMA = {"t": {"k": "INTEGER", "x": "DECIMAL(15,2)", "d": "DECIMAL(15,2)"}}
+T_SCHEMA = tables_schema([T])
 T_CYCLES: list[Cycle] = [
     [[Insert("t", ((1, _d("7.77"), _d("0.03")), (4, _d("1.00"), _d("0.01"))))]],
     [[Delete("t", "x = 3.33")], [Update("t", "x = x + 0.01", "k = 2")]],
@@ -188,7 +189,7 @@ SCENARIOS = {
         [HIGH_SCALE],
         "SELECT h.k, SUM(h.x) AS s FROM h GROUP BY h.k",
         HIGH_SCALE_CYCLES,
-        compile_kwargs={"schema": {"h": {"k": "INTEGER", "x": "DECIMAL(18,8)"}}},
+        compile_kwargs={"schema": tables_schema([HIGH_SCALE])},
         spark_refused="spark_unsupported",
     ),
     "high_scale_refused_at_setup": Scenario(
@@ -202,7 +203,7 @@ SCENARIOS = {
         [SCALE_THREE],
         "SELECT h.k, AVG(h.x) AS a FROM h GROUP BY h.k",
         HIGH_SCALE_CYCLES,
-        compile_kwargs={"schema": {"h": {"k": "INTEGER", "x": "DECIMAL(15,3)"}}},
+        compile_kwargs={"schema": tables_schema([SCALE_THREE])},
         spark_refused="spark_unsupported",
     ),
     "avg_scale_three_refused_at_setup": Scenario(
@@ -215,14 +216,14 @@ SCENARIOS = {
         [SCALE_THREE],
         "SELECT h.k, SUM(h.x) / 3 AS s FROM h GROUP BY h.k",
         HIGH_SCALE_CYCLES,
-        compile_kwargs={"schema": {"h": {"k": "INTEGER", "x": "DECIMAL(15,3)"}}},
+        compile_kwargs={"schema": tables_schema([SCALE_THREE])},
     ),
     # scale 6 keeps its digits
     "scale_six_maintained": Scenario(
         [SCALE_SIX],
         "SELECT h.k, SUM(h.x) AS s FROM h GROUP BY h.k",
         HIGH_SCALE_CYCLES,
-        compile_kwargs={"schema": {"h": {"k": "INTEGER", "x": "DECIMAL(38,6)"}}},
+        compile_kwargs={"schema": tables_schema([SCALE_SIX])},
     ),
 }
 CHECK_TYPES = True

@@ -67,6 +67,11 @@ Batch = Sequence[Change]  # one committed transaction
 Cycle = Sequence[Batch]  # batches committed between two refreshes
 
 
+def tables_schema(tables: Iterable[TableSpec]) -> dict[str, dict[str, str]]:
+    """The compiler's ``schema=`` for ``tables``: ``{table: {column: type}}``."""
+    return {t.name: {c.name: c.type for c in t.columns} for t in tables}
+
+
 def quote_ident(name: str) -> str:
     """``name`` as a quoted SQL identifier: exact case, reserved words and any character."""
     return '"' + name.replace('"', '""') + '"'
