@@ -1,7 +1,9 @@
 """The Spark SQL that duckstream generates: sqlglot's Spark dialect plus two conventions.
 
 - Spark reads bare identifiers of ASCII letters, digits and ``_`` only; any other name
-  (``Größe``) is rendered in backticks, however it was spelled in the view.
+  (``Größe``) is rendered in backticks, however it was spelled in the view. So is a name
+  that is a keyword (``select``): Spark's own parser often takes it bare, but the SQL must
+  also parse back (the runner reads the plan's statements with sqlglot).
 - ``ROW_NUMBER() OVER ()`` is an error in Spark ("requires window to be ordered"); the sinks
   number rows where any order will do, so such windows are rendered ``ORDER BY NULL``.
 - Run-time values are written ``${duckstream.<view>.<name>}``: Spark's own variable
@@ -32,6 +34,14 @@ class IcebergSpark(Spark):
     """Spark 3.5 as duckstream writes it (registered in sqlglot as ``icebergspark``)."""
 
     class Generator(SparkGenerator):
+        # Every word of sqlglot's Spark keywords: ``order`` is only in ``ORDER BY``.
+        RESERVED_KEYWORDS = {
+            word.lower()
+            for keyword in Spark.Tokenizer.KEYWORDS
+            for word in keyword.split()
+            if _BARE.fullmatch(word)
+        }
+
         def identifier_sql(self, expression: exp.Identifier) -> str:
             if not expression.quoted and not _BARE.fullmatch(expression.name):
                 expression = exp.Identifier(this=expression.name, quoted=True)
