@@ -29,6 +29,8 @@ KINDS: dict[str, tuple[type[exp.Expr], ...]] = {
     "limit": (exp.Limit, exp.Offset),
     "order_by": (exp.Order,),
     "set_operation": (exp.Union, exp.Except, exp.Intersect),
+    "table_function": (exp.Lateral, exp.Unnest, exp.Values, exp.Table),
+    "grouping_sets": (exp.Cube, exp.Rollup, exp.GroupingSets),
 }
 
 
@@ -66,11 +68,13 @@ def _line_in_compiled(error: UnsupportedSQLError, sql: str, dialect: str) -> int
 
 
 def _is_construct(node: exp.Expr) -> bool:
-    """Skip the look-alikes of a kind: inner joins, ``IN`` over a list."""
+    """Skip the look-alikes of a kind: inner joins, ``IN`` over a list, plain tables."""
     if isinstance(node, exp.Join):
         return bool(node.side)
     if isinstance(node, exp.In):
         return node.args.get("query") is not None
+    if isinstance(node, exp.Table):
+        return not isinstance(node.this, exp.Identifier)  # a function in FROM, not a table
     return True
 
 

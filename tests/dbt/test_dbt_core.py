@@ -214,14 +214,16 @@ def test_materialize_builds_then_refreshes() -> None:
 
 
 def test_materialize_unsupported_fails_with_line_or_recomputes() -> None:
-    sql = "select\n  id,\n  row_number() over (order by id) as nth\nfrom lake.main.orders"
-    error = UnsupportedSQLError("window_function", "window functions: `ROW_NUMBER() OVER (...)`")
-    with pytest.raises(ModelError, match="window_function at line 3 of models/m.sql"):
+    sql = "select\n  id,\n  n\nfrom lake.main.orders, range(3) as r(n)"
+    error = UnsupportedSQLError(
+        "table_function", "only tables and subqueries may stand in FROM: `RANGE(3) AS r(n)`"
+    )
+    with pytest.raises(ModelError, match="table_function at line 4 of models/m.sql"):
         materialize(FakeBackend(Found(False), error=error), request(sql, path="models/m.sql"))
     backend = FakeBackend(Found(False), error=error)
     outcome = materialize(backend, request(sql, on_unsupported="full_refresh"))
     assert backend.calls == [("recompute", "recompute")]
-    assert outcome.message().startswith("recomputed (window_function at line 3 of the model")
+    assert outcome.message().startswith("recomputed (table_function at line 4 of the model")
     assert outcome.replaced and outcome.warnings
     with pytest.raises(ModelError, match="ivm_strategy must be one of"):
         materialize(FakeBackend(Found(False)), request(strategy="sometimes"))

@@ -139,34 +139,35 @@ def test_recreated_upstream_table_model_triggers_a_rebuild(shop: Shop) -> None:
 
 
 def test_unsupported_sql_fails_or_falls_back_to_recomputation(shop: Shop) -> None:
+    # A row per order and day of a date spine (a table function: not maintained).
     sql = (
-        "select\n"
-        "    order_id,\n"
-        "    row_number() over (partition by customer_id order by order_date) as nth\n"
-        "from {{ ref('stg_orders') }}\n"
+        "select o.order_id, s.day\n"
+        "from {{ ref('stg_orders') }} as o\n"
+        "cross join generate_series(date '2024-01-01', date '2024-01-03', interval 1 day)"
+        " as s(day)\n"
     )
     write(
-        shop, "models/other/order_rank.sql", "{{ config(materialized='incremental_ivm') }}\n" + sql
+        shop, "models/other/order_days.sql", "{{ config(materialized='incremental_ivm') }}\n" + sql
     )
-    failed = shop.dbt("run", "--select", "order_rank")
+    failed = shop.dbt("run", "--select", "order_days")
     assert not failed.success
-    status, message, _ = failed.nodes["order_rank"]
+    status, message, _ = failed.nodes["order_days"]
     assert status == "error"
-    assert "model order_rank" in message and "window_function at line 4" in message
-    assert "models/other/order_rank.sql" in message
+    assert "model order_days" in message and "table_function at line 4" in message
+    assert "models/other/order_days.sql" in message
     write(
         shop,
-        "models/other/order_rank.sql",
+        "models/other/order_days.sql",
         "{{ config(materialized='incremental_ivm', ivm_on_unsupported='full_refresh') }}\n" + sql,
     )
-    ran = shop.dbt("run", "--select", "order_rank")
+    ran = shop.dbt("run", "--select", "order_days")
     assert ran.success
-    assert ran.nodes["order_rank"][1].startswith("recomputed (window_function at line 4")
+    assert ran.nodes["order_days"][1].startswith("recomputed (table_function at line 4")
     assert any("recomputed on every run" in line for line in ran.log)
     shop.apply_changes(6)
-    again = shop.dbt("build", "--select", "order_rank")
+    again = shop.dbt("build", "--select", "order_days")
     assert_equivalent(again)
-    assert again.nodes["order_rank"][1].startswith("recomputed")
+    assert again.nodes["order_days"][1].startswith("recomputed")
 
 
 def test_an_interrupted_refresh_leaves_a_table_the_next_run_repairs(

@@ -144,17 +144,17 @@ def test_full_refresh_replaces_the_table(shop) -> None:
 
 
 def test_unsupported_sql_names_model_construct_and_line(shop) -> None:
-    sql = "select\n  id,\n  row_number() over (order by id) as nth\nfrom dl.main.orders"
-    raw = "select\n  id,\n  row_number() over (order by id) as nth\nfrom {{ ref('orders') }}"
+    sql = "select\n  id,\n  n\nfrom dl.main.orders, range(3) as r(n)"
+    raw = "select\n  id,\n  n\nfrom {{ ref('orders') }}, range(3) as r(n)"
     with pytest.raises(ModelError) as error:
         materialize(shop, request(sql, raw_sql=raw, path="models/totals.sql"))
     assert "model totals" in str(error.value)
-    assert "window_function at line 3 of models/totals.sql" in str(error.value)
+    assert "table_function at line 4 of models/totals.sql" in str(error.value)
     assert "ivm_on_unsupported='full_refresh'" in str(error.value)
 
 
 def test_unsupported_sql_can_fall_back_to_recomputation(shop) -> None:
-    sql = "select id, row_number() over (order by id) as nth from dl.main.orders"
+    sql = "select id, n from dl.main.orders, range(1) as r(n)"
     fallback = request(sql, on_unsupported="full_refresh")
     outcome = materialize(shop, fallback)
     assert outcome.action == "recomputed" and outcome.rows == 3 and outcome.warnings

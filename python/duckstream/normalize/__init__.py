@@ -7,10 +7,12 @@ AST, applied in order by :func:`normalize`.
 from __future__ import annotations
 
 from sqlglot import exp
+from sqlglot.transforms import eliminate_qualify
 
 from duckstream.normalize.decorrelate_subqueries import decorrelate_subqueries
 from duckstream.normalize.drop_order import drop_order
 from duckstream.normalize.inline_ctes import inline_ctes
+from duckstream.normalize.isolate_windows import isolate_windows
 from duckstream.normalize.qualify_view import qualify_view
 from duckstream.normalize.rewrite_filtered_aggregates import rewrite_filtered_aggregates
 from duckstream.normalize.rewrite_union import rewrite_union
@@ -32,6 +34,7 @@ def normalize(
     expression = inline_ctes(expression)
     expression = drop_order(expression)
     expression = rewrite_filtered_aggregates(expression)
+    expression = eliminate_qualify(expression)  # sqlglot's: a derived table and a WHERE
     expression = qualify_view(
         expression,
         dialect=dialect,
@@ -44,6 +47,7 @@ def normalize(
     # after validation: these introduce _ivm_ names
     expression = decorrelate_subqueries(expression)
     check_subqueries(expression)  # what decorrelate_subqueries left in place
+    expression = isolate_windows(expression)
     expression = rewrite_union(expression)
     expression = wrap_set_operation(expression)
     assert isinstance(expression, exp.Select)

@@ -70,8 +70,6 @@ def validate(expression: exp.Expr, *, has_schema: bool, after_qualify: bool = Fa
 
 
 def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
-    if isinstance(node, exp.Window):
-        raise _fail("window_function", node, "window functions are not maintained")
     if isinstance(node, exp.Limit | exp.Offset | exp.Fetch):
         raise _fail("limit", node.parent or node, "LIMIT/OFFSET depends on row order")
     parent = node.parent
@@ -151,8 +149,6 @@ def _check_set_operation(node: exp.SetOperation) -> None:
 
 
 def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) -> None:
-    if select.args.get("qualify"):
-        raise _fail("qualify", select.args["qualify"], "QUALIFY is not supported")
     distinct = select.args.get("distinct")
     if distinct is not None and distinct.args.get("on"):
         raise _fail("distinct_on", distinct, "DISTINCT ON is not supported")

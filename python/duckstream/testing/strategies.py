@@ -404,6 +404,7 @@ CONSTRUCTS = [
     "identifiers",  # upper-case and quoted table and column names, spelled in any case
     "set_operations",  # UNION [ALL], INTERSECT [ALL], EXCEPT [ALL]: nested, in CTEs, grouped
     "subqueries",  # [NOT] EXISTS, [NOT] IN, scalar aggregates in WHERE, correlated or not
+    "windows",  # window functions: ranks, lag/lead, running and partition totals, QUALIFY
 ]
 OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
 
@@ -684,6 +685,8 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         return draw(set_operation_views(tables_, portable))
     if construct == "subqueries":
         return draw(subquery_views(tables_, portable))
+    if construct == "windows":
+        return draw(window_views(tables_, portable))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -993,3 +996,97 @@ def subquery_views(draw, tables_: list[TableSpec], portable: bool = False) -> st
         return view
     inside = f"SELECT o.k, {c} AS c FROM {quote_ident(t0.name)} AS o WHERE {condition}"
     return f"WITH w AS ({inside}) SELECT w.k, w.c FROM w"
+
+
+# Window functions whose value depends only on the rows' values when the ORDER BY is partial
+# (peers share a value), and those that need a total order (a tie could be broken either way).
+PEER_WINDOWS = ["rank()", "dense_rank()", "count(*)", "count({x})", "min({x})", "max({x})"]
+PEER_NUMERIC = ["sum({n})", "avg({n})"]
+ROW_WINDOWS = ["row_number()", "lag({x})", "lead({x}, 2)", "first_value({x})"]
+ROW_FRAMES = [
+    "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW",
+    "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING",
+]
+
+
+@st.composite
+def window_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
+    """A view with one to three window functions over the first table (alias ``o``), maybe
+    LEFT JOINed to the last (``i``), maybe filtered: partitioned by none, one or two
+    columns; ranks and totals ordered by some columns or none; ``row_number``, ``lag`` /
+    ``lead``, ``first_value`` and ``ROWS`` frames ordered by every column the view reads (so
+    that no row's value depends on how a tie is broken: recomputation may break it another
+    way). The first window numbers rows; the view is that SELECT, or reads it from a derived
+    table or CTE filtered on the number (the top-k shape; ``QUALIFY`` on DuckDB), under
+    DISTINCT, under GROUP BY, or joined on it. ``portable``: no ``QUALIFY`` (not in Spark 3.5).
+    """
+    t0, t1 = tables_[0], tables_[-1]
+    columns = [(f"o.{quote_ident(c.name)}", c.type) for c in t0.columns]
+    source = f"{quote_ident(t0.name)} AS o"
+    if len(tables_) > 1 and draw(st.integers(0, 3)) == 0:
+        source += f" LEFT JOIN {quote_ident(t1.name)} AS i ON i.k = o.k"
+        columns += [(f"i.{quote_ident(c.name)}", c.type) for c in t1.columns]
+    refs = [ref for ref, _ in columns]
+    numeric = [ref for ref, type_ in columns if type_ in NUMERIC]
+
+    def order(total: bool) -> str:
+        picked = draw(st.permutations(refs)) if total else draw(st.lists(st.sampled_from(refs)))
+        keys = [f"{ref} {draw(st.sampled_from(['ASC', 'DESC']))}" for ref in dict.fromkeys(picked)]
+        return f" ORDER BY {', '.join(keys)}" if keys else ""
+
+    def window(numbering: bool) -> str:
+        partition = list(dict.fromkeys(draw(st.lists(st.sampled_from(refs), max_size=2))))
+        over = f"PARTITION BY {', '.join(partition)}" if partition else ""
+        kinds = ["peer", "row", "frame"] + (["numeric"] if numeric else [])
+        kind = draw(st.sampled_from(["rank", "row"] if numbering else kinds))
+        x = draw(st.sampled_from(refs))
+        n = draw(st.sampled_from(numeric)) if numeric else x
+        if kind == "rank":
+            function = draw(st.sampled_from(["rank()", "dense_rank()"]))
+            over += order(total=False) or order(total=True)  # Spark: ranks need an ORDER BY
+        elif kind == "row":
+            function = "row_number()" if numbering else draw(st.sampled_from(ROW_WINDOWS))
+            over += order(total=True)
+        elif kind == "frame":
+            function = draw(st.sampled_from([*PEER_WINDOWS[2:], "first_value({x})"]))
+            over += f"{order(total=True)} {draw(st.sampled_from(ROW_FRAMES))}"
+        else:
+            function = draw(st.sampled_from(PEER_WINDOWS if kind == "peer" else PEER_NUMERIC))
+            ordered = order(total=False)
+            if function.startswith(("rank", "dense_rank")) and not ordered:
+                ordered = order(total=True)
+            over += ordered
+        return f"{function.format(x=x, n=n)} OVER ({over.strip()})"
+
+    count = draw(st.integers(1, 3))
+    windows = [f"{window(numbering=j == 0)} AS w{j}" for j in range(count)]
+    shown = list(dict.fromkeys(draw(st.lists(st.sampled_from(refs), min_size=1, max_size=3))))
+    items = [f"{ref} AS c{j}" for j, ref in enumerate(shown)]
+    where = f" WHERE {draw(predicate(columns))}" if draw(st.integers(0, 3)) == 0 else ""
+    inner = f"SELECT {', '.join(items + windows)} FROM {source}{where}"
+    names = [f"c{j}" for j in range(len(shown))] + [f"w{j}" for j in range(count)]
+    placement = draw(st.sampled_from(["top", "filtered", "cte", "distinct", "aggregate", "joined"]))
+    if placement == "top":
+        return inner
+    if placement == "filtered" and not portable and draw(st.booleans()):
+        return f"{inner} QUALIFY w0 <= {draw(st.integers(1, 2))}"
+    body = f"({inner}) AS s" if placement != "cte" else "s"
+    prefix = f"WITH s AS ({inner}) " if placement == "cte" else ""
+    s = [f"s.{name}" for name in names]
+    if placement in ("filtered", "cte"):
+        view = f"SELECT {', '.join(s)} FROM {body} WHERE s.w0 <= {draw(st.integers(1, 2))}"
+    elif placement == "distinct":
+        view = f"SELECT DISTINCT {', '.join(draw(st.permutations(s))[:2])} FROM {body}"
+    elif placement == "aggregate":
+        view = (
+            f"SELECT s.c0, count(*) AS n, max(s.w0) AS hi, count(s.w1) AS m FROM {body}"
+            " GROUP BY s.c0"
+            if count > 1
+            else f"SELECT s.c0, count(*) AS n, max(s.w0) AS hi FROM {body} GROUP BY s.c0"
+        )
+    else:
+        view = (
+            f"SELECT {', '.join(s)}, b.k AS bk FROM {body}"
+            f" JOIN {quote_ident(t1.name)} AS b ON b.k = s.w0"
+        )
+    return prefix + view

@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from duckstream.engines.base import Source
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
+from duckstream.normalize.isolate_windows import has_window
 from duckstream.tree.aggregate import Aggregate
 from duckstream.tree.base import Block, Context, Leaf, Relation
 from duckstream.tree.derived import Derived
@@ -26,6 +27,7 @@ from duckstream.tree.join import Join
 from duckstream.tree.project import Project
 from duckstream.tree.scan import Scan
 from duckstream.tree.union import UnionAll
+from duckstream.tree.window import Window
 
 ResolveTable = Callable[[exp.Table], Source]
 
@@ -132,6 +134,9 @@ def build_relation(select: exp.Query, ctx: Context, resolve: ResolveTable) -> Re
         return build_set_operation(select, ctx, resolve)
     assert isinstance(select, exp.Select), select
     parts = split_select(select, ctx, resolve)
+    if has_window(select):  # normalize.isolate_windows left it alone over a derived table
+        ctx.features.add("window_function")
+        return Window(parts.block, parts.items, parts.names)
     if parts.aggregated:
         ctx.features.add("aggregate")
         relation: Relation = Aggregate(

@@ -1,0 +1,17 @@
+"""The window-function scenarios of ``tests/test_windows.py`` on Spark + Iceberg, from the
+same view SQL (transpiled: QUALIFY becomes a derived table), run at once by the ``outcomes``
+fixture (``tests/spark/conftest.py``): rows after every refresh compared with recomputation."""
+
+from __future__ import annotations
+
+import pytest
+
+from duckstream.testing.spark_harness import expect_outcome
+from test_windows import SCENARIOS  # tests/ is on sys.path (its conftest)
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_window_on_spark(outcomes: dict[str, BaseException | None], name: str) -> None:
+    expect_outcome(SCENARIOS[name], outcomes[name])
