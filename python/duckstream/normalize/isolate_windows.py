@@ -9,8 +9,12 @@ partitions, not a join whose state an outer join may spread over several terms. 
 table is that. At the top, the sinks take a plain SELECT block: the window SELECT becomes a
 derived table under one.
 
-Runs after ``qualify_view`` (columns are qualified, items aliased). Windows over GROUP BY
-(``sum(sum(x)) OVER (...)``) and DISTINCT with windows are refused for now.
+Over a GROUP BY (or aggregates without one) the derived table is the aggregate itself, its
+keys and aggregates named, and the windows read one row per group: ``sum(sum(x)) OVER ()``
+is ``sum(_ivm_wi._ivm_a0) OVER ()`` over ``SELECT sum(x) AS _ivm_a0 ... GROUP BY ...``. A
+DISTINCT SELECT with windows is a DISTINCT over the windows' rows, as SQL orders them.
+
+Runs after ``qualify_view`` (columns are qualified, items aliased).
 
 >>> from sqlglot import parse_one
 >>> view = parse_one(
@@ -18,6 +22,10 @@ Runs after ``qualify_view`` (columns are qualified, items aliased). Windows over
 ...     " FROM t WHERE t.v > 0")
 >>> print(isolate_windows(view).sql())
 SELECT _ivm_w.id AS id, _ivm_w.n AS n FROM (SELECT _ivm_wi._ivm_c0 AS id, ROW_NUMBER() OVER (PARTITION BY _ivm_wi._ivm_c1 ORDER BY _ivm_wi._ivm_c2) AS n FROM (SELECT t.id AS _ivm_c0, t.g AS _ivm_c1, t.ts AS _ivm_c2 FROM t WHERE t.v > 0) AS _ivm_wi) AS _ivm_w
+>>> view = parse_one(
+...     "SELECT t.g AS g, SUM(t.v) * 100 / SUM(SUM(t.v)) OVER () AS share FROM t GROUP BY t.g")
+>>> print(isolate_windows(view).sql())
+SELECT _ivm_w.g AS g, _ivm_w.share AS share FROM (SELECT _ivm_wi._ivm_c0 AS g, _ivm_wi._ivm_a0 * 100 / SUM(_ivm_wi._ivm_a0) OVER () AS share FROM (SELECT t.g AS _ivm_c0, SUM(t.v) AS _ivm_a0 FROM t GROUP BY t.g) AS _ivm_wi) AS _ivm_w
 """  # noqa: E501
 
 from __future__ import annotations
@@ -68,19 +76,32 @@ def isolate_windows(expression: exp.Expr) -> exp.Expr:
 
 
 def _isolate(select: exp.Select) -> exp.Select:
-    text = select.sql()[:120]
-    if select.args.get("group") or select.args.get("having"):
-        raise UnsupportedSQLError(
-            "window_function", f"window functions over GROUP BY are not maintained: `{text}`"
-        )
-    if any(_own_aggregates(item) for item in select.expressions):
-        raise UnsupportedSQLError(
-            "window_function", f"window functions beside aggregates are not maintained: `{text}`"
-        )
     if select.args.get("distinct"):
-        raise UnsupportedSQLError(
-            "window_function", f"SELECT DISTINCT with window functions is not maintained: `{text}`"
-        )
+        # DISTINCT applies to the rows the windows numbered: a DISTINCT over them.
+        plain = select.copy()
+        plain.set("distinct", None)
+        distinct = select_from(_isolate(plain), "_ivm_wd")
+        distinct.set("distinct", exp.Distinct())
+        return distinct
+    grouped = bool(select.args.get("group") or select.args.get("having")) or any(
+        _own_aggregates(item) for item in select.expressions
+    )
+    inner, names = _grouped_input(select) if grouped else _input(select)
+
+    def rename(node: exp.Expr) -> exp.Expr:
+        if isinstance(node.parent, exp.Window) and node.arg_key == "this":
+            return node  # the window's own function, never a column of the input
+        name = names.get(node.sql())
+        return exp.column(name, table=INNER) if name is not None else node
+
+    items = [item.copy().transform(rename) for item in select.expressions]
+    if grouped:
+        _check_grouped(select, items)
+    return exp.select(*items).from_(aliased(inner, INNER))
+
+
+def _input(select: exp.Select) -> tuple[exp.Select, dict[str, str]]:
+    """The columns the items read, from the SELECT's FROM, joins and WHERE."""
     columns: dict[str, exp.Column] = {}
     for item in select.expressions:
         for column in item.find_all(exp.Column):
@@ -88,21 +109,57 @@ def _isolate(select: exp.Select) -> exp.Select:
                 columns.setdefault(column.sql(), column)
     names = {key: f"_ivm_c{i}" for i, key in enumerate(columns)}
     inner = exp.select(*(exp.alias_(c.copy(), names[k]) for k, c in columns.items()))
-    inner.set("from_", select.args["from_"].copy())
-    for key in ("joins", "where"):
+    _copy_from(select, inner)
+    return inner, names
+
+
+def _grouped_input(select: exp.Select) -> tuple[exp.Select, dict[str, str]]:
+    """The aggregate below the windows: the SELECT's grouping keys and its aggregates
+    (outside windows, or a window's argument: ``sum(sum(x)) OVER ()``), grouped and filtered
+    as the SELECT is; the windows then read one row per group."""
+    group = select.args.get("group")
+    keys = list(group.expressions) if group else []
+    aggregates: dict[str, exp.Expr] = {}
+    for item in select.expressions:
+        for call in item.find_all(exp.AggFunc):
+            if not isinstance(call.parent, exp.Window) and not _in_query(call, item):
+                aggregates.setdefault(call.sql(), call)
+    names = {key.sql(): f"_ivm_c{i}" for i, key in enumerate(keys)}
+    names.update({key: f"_ivm_a{i}" for i, key in enumerate(aggregates)})
+    inner = exp.select(
+        *(exp.alias_(k.copy(), names[k.sql()]) for k in keys),
+        *(exp.alias_(a.copy(), names[key]) for key, a in aggregates.items()),
+    )
+    _copy_from(select, inner)
+    for key in ("group", "having"):
         if select.args.get(key):
-            inner.set(
-                key,
-                select.args[key].copy() if key == "where" else [j.copy() for j in select.args[key]],
-            )
+            inner.set(key, select.args[key].copy())
+    return inner, names
 
-    def rename(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Column) and node.sql() in names:
-            return exp.column(names[node.sql()], table=INNER)
-        return node
 
-    items = [item.copy().transform(rename) for item in select.expressions]
-    return exp.select(*items).from_(aliased(inner, INNER))
+def _copy_from(select: exp.Select, inner: exp.Select) -> None:
+    inner.set("from_", select.args["from_"].copy())
+    if select.args.get("joins"):
+        inner.set("joins", [j.copy() for j in select.args["joins"]])
+    if select.args.get("where"):
+        inner.set("where", select.args["where"].copy())
+
+
+def _check_grouped(select: exp.Select, items: list[exp.Expr]) -> None:
+    """Every column the windows read over a GROUP BY must be a grouping key or inside an
+    aggregate (else the SELECT itself is invalid SQL, or reads a key's part we did not keep)."""
+    for item in items:
+        for column in item.find_all(exp.Column):
+            if column.table != INNER and not _in_query(column, item):
+                raise UnsupportedSQLError(
+                    "window_function",
+                    "a window over GROUP BY may read the grouping keys (as written in GROUP BY)"
+                    f" and aggregates only: `{column.sql()}` in `{select.sql()[:120]}`",
+                )
+
+
+def _in_query(node: exp.Expr, top: exp.Expr) -> bool:
+    return any(isinstance(p, exp.Query) for p in _parents(node, top))
 
 
 def _own_aggregates(item: exp.Expr) -> bool:

@@ -1018,7 +1018,9 @@ def window_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
     that no row's value depends on how a tie is broken: recomputation may break it another
     way). The first window numbers rows; the view is that SELECT, or reads it from a derived
     table or CTE filtered on the number (the top-k shape; ``QUALIFY`` on DuckDB), under
-    DISTINCT, under GROUP BY, or joined on it. ``portable``: no ``QUALIFY`` (not in Spark 3.5).
+    DISTINCT, under GROUP BY, or joined on it. A quarter of them window the SELECT's own
+    GROUP BY instead (:func:`_grouped_windows`). ``portable``: no ``QUALIFY`` (not in Spark
+    3.5).
     """
     t0, t1 = tables_[0], tables_[-1]
     columns = [(f"o.{quote_ident(c.name)}", c.type) for c in t0.columns]
@@ -1058,13 +1060,17 @@ def window_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
             over += ordered
         return f"{function.format(x=x, n=n)} OVER ({over.strip()})"
 
-    count = draw(st.integers(1, 3))
-    windows = [f"{window(numbering=j == 0)} AS w{j}" for j in range(count)]
-    shown = list(dict.fromkeys(draw(st.lists(st.sampled_from(refs), min_size=1, max_size=3))))
-    items = [f"{ref} AS c{j}" for j, ref in enumerate(shown)]
     where = f" WHERE {draw(predicate(columns))}" if draw(st.integers(0, 3)) == 0 else ""
-    inner = f"SELECT {', '.join(items + windows)} FROM {source}{where}"
-    names = [f"c{j}" for j in range(len(shown))] + [f"w{j}" for j in range(count)]
+    if draw(st.integers(0, 3)) == 0:
+        inner, names, count = draw(_grouped_windows(columns, numeric, source + where))
+    else:
+        count = draw(st.integers(1, 3))
+        windows = [f"{window(numbering=j == 0)} AS w{j}" for j in range(count)]
+        picked = draw(st.lists(st.sampled_from(refs), min_size=1, max_size=3))
+        shown = list(dict.fromkeys(picked))
+        items = [f"{ref} AS c{j}" for j, ref in enumerate(shown)]
+        inner = f"SELECT {', '.join(items + windows)} FROM {source}{where}"
+        names = [f"c{j}" for j in range(len(shown))] + [f"w{j}" for j in range(count)]
     placement = draw(st.sampled_from(["top", "filtered", "cte", "distinct", "aggregate", "joined"]))
     if placement == "top":
         return inner
@@ -1090,3 +1096,43 @@ def window_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
             f" JOIN {quote_ident(t1.name)} AS b ON b.k = s.w0"
         )
     return prefix + view
+
+
+@st.composite
+def _grouped_windows(draw, columns: list[tuple[str, str]], numeric: list[str], from_where: str):
+    """Windows over the SELECT's own GROUP BY: ranks of groups by an aggregate, a group's
+    share of the total (``sum(count(*)) OVER ()``), a running total of an aggregate, maybe
+    with HAVING. Returns the SELECT, its column names and how many windows it has."""
+    refs = [ref for ref, _ in columns]
+    keys = list(dict.fromkeys(draw(st.lists(st.sampled_from(refs), min_size=1, max_size=2))))
+    aggregates = ["count(*)", f"max({draw(st.sampled_from(refs))})"]
+    if numeric:
+        aggregates.append(f"sum({draw(st.sampled_from(numeric))})")
+    by = draw(st.sampled_from(aggregates))
+    partition = f"PARTITION BY {keys[0]} " if len(keys) > 1 and draw(st.booleans()) else ""
+    # every key and aggregate: a total order of the groups
+    total = ", ".join(f"{e} {draw(st.sampled_from(['ASC', 'DESC']))}" for e in keys + aggregates)
+    first = draw(
+        st.sampled_from(
+            [
+                f"rank() OVER ({partition}ORDER BY {by} DESC)",
+                f"dense_rank() OVER ({partition}ORDER BY {by})",
+                f"row_number() OVER ({partition}ORDER BY {total})",
+            ]
+        )
+    )
+    summed = draw(st.sampled_from([a for a in aggregates if not a.startswith("max")]))
+    others = [
+        f"count(*) * 1.0 / sum(count(*)) OVER ({partition.strip()})",
+        f"sum({summed}) OVER ({partition}ORDER BY {total} ROWS BETWEEN UNBOUNDED PRECEDING"
+        " AND CURRENT ROW)",
+        f"max({by}) OVER ({partition.strip()})",
+    ]
+    windows = [first, *draw(st.lists(st.sampled_from(others), max_size=2))]
+    items = [f"{key} AS c{j}" for j, key in enumerate(keys)]
+    items += [f"{a} AS a{j}" for j, a in enumerate(aggregates)]
+    items += [f"{w} AS w{j}" for j, w in enumerate(windows)]
+    having = " HAVING count(*) > 1" if draw(st.integers(0, 3)) == 0 else ""
+    sql = f"SELECT {', '.join(items)} FROM {from_where} GROUP BY {', '.join(keys)}{having}"
+    names = [f"c{j}" for j in range(len(keys))] + [f"a{j}" for j in range(len(aggregates))]
+    return sql, names + [f"w{j}" for j in range(len(windows))], len(windows)
