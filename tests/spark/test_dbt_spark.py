@@ -113,15 +113,17 @@ def test_run_change_run_test(
     assert fourth["big_countries"][1].startswith("rebuilt (model SQL changed)"), fourth
 
     # Unsupported SQL fails naming the model and the construct, or is recomputed if allowed.
-    ranked = project / "models" / "ranked.sql"
-    window = (
-        "select country, rank() over (order by revenue desc) as r from {{ ref('big_countries') }}"
+    # (a table function: one row per country and number)
+    spread = project / "models" / "spread.sql"
+    table_function = (
+        "select c.country, r.id from {{ ref('big_countries') }} as c cross join range(2) as r"
     )
-    ranked.write_text(window)
-    failed = _dbt(project, "run", "--select", "ranked", success=False)
-    assert "model ranked" in failed["ranked"][1] and "window" in failed["ranked"][1], failed
-    ranked.write_text("{{ config(ivm_on_unsupported='full_refresh') }}\n" + window)
-    recomputed = _dbt(project, "run", "--select", "ranked")
-    assert recomputed["ranked"][1].startswith("recomputed ("), recomputed
+    spread.write_text(table_function)
+    failed = _dbt(project, "run", "--select", "spread", success=False)
+    assert "model spread" in failed["spread"][1], failed
+    assert "table_function" in failed["spread"][1], failed
+    spread.write_text("{{ config(ivm_on_unsupported='full_refresh') }}\n" + table_function)
+    recomputed = _dbt(project, "run", "--select", "spread")
+    assert recomputed["spread"][1].startswith("recomputed ("), recomputed
     tests = _dbt(project, "test")
     assert all(status == "pass" for status, _ in tests.values()), tests
