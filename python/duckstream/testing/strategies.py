@@ -689,7 +689,7 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
     if construct == "windows":
         return draw(window_views(tables_, portable))
     if construct == "grouping_sets":
-        return draw(grouping_set_views(tables_))
+        return draw(grouping_set_views(tables_, portable))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -1142,12 +1142,14 @@ def _grouped_windows(draw, columns: list[tuple[str, str]], numeric: list[str], f
 
 
 @st.composite
-def grouping_set_views(draw, tables_: list[TableSpec]) -> str:
+def grouping_set_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
     """A view over the first table (maybe joined to the last on ``k``) grouped by ROLLUP,
     CUBE, GROUPING SETS (with a repeat or ``()``), or a key and a ROLLUP (DuckDB has no
     ``WITH ROLLUP``),
     with aggregates (some over a grouping column), GROUPING / GROUPING_ID, maybe WHERE and
-    HAVING; at the top, or in a derived table read by a filter or an aggregate. Portable."""
+    HAVING; at the top, or in a derived table read by a filter or an aggregate.
+    ``portable``: GROUPING_ID's arguments are the grouping columns in order (Spark's rule),
+    and not after GROUPING SETS."""
     t0, t1 = tables_[0], tables_[-1]
     columns = [(f"o.{quote_ident(c.name)}", c.type) for c in t0.columns]
     source = f"{quote_ident(t0.name)} AS o"
@@ -1180,7 +1182,9 @@ def grouping_set_views(draw, tables_: list[TableSpec]) -> str:
     items += [f"{a} AS a{j}" for j, a in enumerate(picked_aggregates)]
     if draw(st.booleans()):
         items.append(f"grouping({draw(st.sampled_from(keys))}) AS g")
-    if draw(st.booleans()):
+    if portable and form != "sets" and draw(st.booleans()):
+        items.append(f"grouping_id({listed}) AS gid")
+    elif not portable and draw(st.booleans()):
         items.append(f"grouping_id({', '.join(draw(st.permutations(keys)))}) AS gid")
     where = f" WHERE {draw(predicate(columns))}" if draw(st.integers(0, 3)) == 0 else ""
     having = " HAVING count(*) > 1" if draw(st.integers(0, 3)) == 0 else ""
