@@ -102,6 +102,7 @@ def compile_ivm(
         schema=mv_schema,
         sources=sources,
         columns=schema,
+        grand_total_over_no_rows=engine.grand_total_over_no_rows,
     )
     select = engine.pin_types(select, schema)
     engine.check_view(parsed, select, schema)

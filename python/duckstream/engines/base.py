@@ -76,6 +76,10 @@ class Engine(ABC):
     """SQL that depends on the engine and its table format."""
 
     dialect: str
+    # Whether ``GROUP BY ROLLUP`` / ``CUBE`` / ``GROUPING SETS`` with the empty set gives the
+    # grand-total row over no rows, as SQL says (DuckDB); Spark gives none (its grouping sets
+    # are a grouped aggregate over an Expand).
+    grand_total_over_no_rows: bool = True
 
     def __init__(self) -> None:
         self.target: Target | None = None

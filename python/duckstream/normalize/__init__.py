@@ -11,6 +11,7 @@ from sqlglot.transforms import eliminate_qualify
 
 from duckstream.normalize.decorrelate_subqueries import decorrelate_subqueries
 from duckstream.normalize.drop_order import drop_order
+from duckstream.normalize.expand_grouping_sets import expand_grouping_sets
 from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.isolate_windows import isolate_windows
 from duckstream.normalize.qualify_view import qualify_view
@@ -28,6 +29,7 @@ def normalize(
     schema: str,
     sources: dict[str, dict] | None = None,
     columns: dict | None = None,
+    grand_total_over_no_rows: bool = True,
 ) -> exp.Select:
     """Validate, then rewrite ``expression`` into the form the operator tree expects."""
     validate(expression, has_schema=columns is not None)
@@ -43,6 +45,7 @@ def normalize(
         sources=sources,
         columns=columns,
     )
+    expression = expand_grouping_sets(expression, grand_total_over_no_rows)
     validate(expression, has_schema=True, after_qualify=True)
     # after validation: these introduce _ivm_ names
     expression = decorrelate_subqueries(expression)

@@ -97,8 +97,6 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
         raise _fail("table_function", node, "only tables and subqueries may stand in FROM")
     if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
         raise _fail("table_function", node, "only tables and subqueries may stand in FROM")
-    if isinstance(node, exp.Cube | exp.Rollup | exp.GroupingSets):
-        raise _fail("grouping_sets", node, "ROLLUP / CUBE / GROUPING SETS are not supported")
 
 
 def check_subqueries(expression: exp.Expr) -> None:

@@ -405,6 +405,7 @@ CONSTRUCTS = [
     "set_operations",  # UNION [ALL], INTERSECT [ALL], EXCEPT [ALL]: nested, in CTEs, grouped
     "subqueries",  # [NOT] EXISTS, [NOT] IN, scalar aggregates in WHERE, correlated or not
     "windows",  # window functions: ranks, lag/lead, running and partition totals, QUALIFY
+    "grouping_sets",  # ROLLUP, CUBE, GROUPING SETS, WITH ROLLUP; GROUPING / GROUPING_ID
 ]
 OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
 
@@ -687,6 +688,8 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         return draw(subquery_views(tables_, portable))
     if construct == "windows":
         return draw(window_views(tables_, portable))
+    if construct == "grouping_sets":
+        return draw(grouping_set_views(tables_, portable))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -1136,3 +1139,59 @@ def _grouped_windows(draw, columns: list[tuple[str, str]], numeric: list[str], f
     sql = f"SELECT {', '.join(items)} FROM {from_where} GROUP BY {', '.join(keys)}{having}"
     names = [f"c{j}" for j in range(len(keys))] + [f"a{j}" for j in range(len(aggregates))]
     return sql, names + [f"w{j}" for j in range(len(windows))], len(windows)
+
+
+@st.composite
+def grouping_set_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
+    """A view over the first table (maybe joined to the last on ``k``) grouped by ROLLUP,
+    CUBE, GROUPING SETS (with a repeat or ``()``), or a key and a ROLLUP (DuckDB has no
+    ``WITH ROLLUP``),
+    with aggregates (some over a grouping column), GROUPING / GROUPING_ID, maybe WHERE and
+    HAVING; at the top, or in a derived table read by a filter or an aggregate.
+    ``portable``: GROUPING_ID's arguments are the grouping columns in order (Spark's rule),
+    and not after GROUPING SETS."""
+    t0, t1 = tables_[0], tables_[-1]
+    columns = [(f"o.{quote_ident(c.name)}", c.type) for c in t0.columns]
+    source = f"{quote_ident(t0.name)} AS o"
+    if len(tables_) > 1 and draw(st.integers(0, 3)) == 0:
+        source += f" JOIN {quote_ident(t1.name)} AS i ON i.k = o.k"
+        columns += [(f"i.{quote_ident(c.name)}", c.type) for c in t1.columns]
+    refs = [ref for ref, _ in columns]
+    numeric = [ref for ref, type_ in columns if type_ in NUMERIC]
+    keys = list(dict.fromkeys(draw(st.lists(st.sampled_from(refs), min_size=1, max_size=3))))
+    listed = ", ".join(keys)
+    form = draw(st.sampled_from(["rollup", "cube", "sets", "key_rollup"]))
+    if form == "rollup":
+        group = f"ROLLUP ({listed})"
+    elif form == "cube":
+        group = f"CUBE ({listed})"
+    elif form == "sets":
+        picked = draw(st.lists(st.lists(st.sampled_from(keys), max_size=2), min_size=1, max_size=4))
+        picked.append(keys)  # every key grouped by in some set (else SQL refuses the view)
+        group = (
+            f"GROUPING SETS ({', '.join('(' + ', '.join(dict.fromkeys(p)) + ')' for p in picked)})"
+        )
+    else:
+        group = f"{keys[0]}, ROLLUP ({', '.join(keys[1:] or keys)})"
+    aggregates = ["count(*)", f"count({draw(st.sampled_from(refs))})"]
+    aggregates += [f"{f}({draw(st.sampled_from(refs))})" for f in ("min", "max")]
+    if numeric:
+        aggregates.append(f"sum({draw(st.sampled_from(numeric))})")
+    picked_aggregates = draw(st.lists(st.sampled_from(aggregates), min_size=1, max_size=3))
+    items = [f"{key} AS c{j}" for j, key in enumerate(keys)]
+    items += [f"{a} AS a{j}" for j, a in enumerate(picked_aggregates)]
+    if draw(st.booleans()):
+        items.append(f"grouping({draw(st.sampled_from(keys))}) AS g")
+    if portable and form != "sets" and draw(st.booleans()):
+        items.append(f"grouping_id({listed}) AS gid")
+    elif not portable and draw(st.booleans()):
+        items.append(f"grouping_id({', '.join(draw(st.permutations(keys)))}) AS gid")
+    where = f" WHERE {draw(predicate(columns))}" if draw(st.integers(0, 3)) == 0 else ""
+    having = " HAVING count(*) > 1" if draw(st.integers(0, 3)) == 0 else ""
+    inner = f"SELECT {', '.join(items)} FROM {source}{where} GROUP BY {group}{having}"
+    placement = draw(st.sampled_from(["top", "top", "filtered", "aggregated"]))
+    if placement == "top":
+        return inner
+    if placement == "filtered":
+        return f"SELECT s.c0, s.a0 FROM ({inner}) AS s WHERE s.c0 IS NOT NULL OR s.a0 IS NULL"
+    return f"SELECT s.c0, count(*) AS n, count(s.a0) AS m FROM ({inner}) AS s GROUP BY s.c0"

@@ -128,6 +128,7 @@ def render(step: Step) -> list[str]:
 
 class IcebergEngine(Engine):
     dialect = DIALECT
+    grand_total_over_no_rows = False
 
     def pin_types(self, select: exp.Select, schema: dict | None) -> exp.Select:
         """Decimal SUM / AVG cast to the type Spark gives them (:mod:`.decimals`): a running
