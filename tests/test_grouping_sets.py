@@ -105,3 +105,21 @@ def test_grouping_set_shapes_refused(sql):
 def test_cube_limit_is_what_the_message_says():
     assert MAX_SETS == 2**5  # CUBE of five expressions is the largest maintained
     compile_ivm("SELECT count(*) AS n FROM t GROUP BY CUBE (a, b, c, d, e)")
+
+
+@pytest.mark.parametrize("kind", ["ROLLUP", "CUBE"])
+def test_spark_with_rollup_is_rollup(kind):
+    """Spark's (and MySQL's) ``GROUP BY a, b WITH ROLLUP`` is ``GROUP BY ROLLUP (a, b)``."""
+
+    def plan(group: str):
+        return compile_ivm(
+            f"SELECT a, b, count(*) AS n FROM t GROUP BY {group}",
+            dialect="spark",
+            mv_catalog="lake",
+            mv_schema="db",
+        )
+
+    with_form, function_form = plan(f"a, b WITH {kind}"), plan(f"{kind} (a, b)")
+    assert with_form.create_mv == function_form.create_mv
+    assert with_form.maintain == function_form.maintain
+    assert with_form.create_mv.count("UNION ALL") == (2 if kind == "ROLLUP" else 3)
