@@ -137,6 +137,18 @@ SCENARIOS = {
         " max(e.id)) AS nth FROM e WHERE e.id > 1 GROUP BY e.k, e.v HAVING count(*) > 1",
         CYCLES,
     ),
+    "window_over_group_by_all_and_an_alias": Scenario(
+        [E],
+        "SELECT e.k AS key, count(*) AS n, rank() OVER (ORDER BY count(*)) AS r FROM e"
+        " GROUP BY ALL",
+        CYCLES,
+    ),
+    "window_over_group_by_an_alias": Scenario(
+        [E],
+        "SELECT e.v AS value, count(*) AS n, sum(count(*)) OVER (ORDER BY e.v) AS running"
+        " FROM e GROUP BY value",
+        CYCLES,
+    ),
     "window_over_global_aggregate": Scenario(
         [E], "SELECT sum(e.v) AS total, count(*) * 2 / sum(count(*)) OVER () AS two FROM e", CYCLES
     ),

@@ -118,7 +118,14 @@ def _grouped_input(select: exp.Select) -> tuple[exp.Select, dict[str, str]]:
     (outside windows, or a window's argument: ``sum(sum(x)) OVER ()``), grouped and filtered
     as the SELECT is; the windows then read one row per group."""
     group = select.args.get("group")
-    keys = list(group.expressions) if group else []
+    if group is not None and group.args.get("all"):  # GROUP BY ALL: the plain items
+        keys = [
+            item.unalias()
+            for item in select.expressions
+            if not _own_aggregates(item) and not _own_windows(item)
+        ]
+    else:  # (a GROUP BY of an alias is qualified to its expression in parentheses)
+        keys = [key.unnest() for key in group.expressions] if group else []
     aggregates: dict[str, exp.Expr] = {}
     for item in select.expressions:
         for call in item.find_all(exp.AggFunc):
@@ -131,9 +138,10 @@ def _grouped_input(select: exp.Select) -> tuple[exp.Select, dict[str, str]]:
         *(exp.alias_(a.copy(), names[key]) for key, a in aggregates.items()),
     )
     _copy_from(select, inner)
-    for key in ("group", "having"):
-        if select.args.get(key):
-            inner.set(key, select.args[key].copy())
+    if group is not None:
+        inner.set("group", exp.Group(expressions=[k.copy() for k in keys]) if keys else None)
+    if select.args.get("having"):
+        inner.set("having", select.args["having"].copy())
     return inner, names
 
 
