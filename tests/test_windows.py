@@ -124,6 +124,25 @@ SCENARIOS = {
         " FROM e LEFT JOIN p ON e.k = p.k",
         [*CYCLES, [[Update("p", "name = 'a'", "k = 2")]], [[Delete("p", "k = 1")]]],
     ),
+    "ntile_percent_rank_by_an_expression": Scenario(
+        [E],
+        "SELECT e.id, ntile(2) OVER (PARTITION BY e.k % 2 ORDER BY e.ts) AS t,"
+        " percent_rank() OVER (PARTITION BY e.k % 2 ORDER BY e.v) AS p FROM e",
+        CYCLES,
+    ),
+    "range_frame_and_cume_dist": Scenario(
+        [E],
+        "SELECT e.id, sum(e.v) OVER (PARTITION BY e.k ORDER BY e.ts"
+        " RANGE BETWEEN 10 PRECEDING AND CURRENT ROW) AS s,"
+        " cume_dist() OVER (PARTITION BY e.k ORDER BY e.v) AS c FROM e",
+        CYCLES,
+    ),
+    "nth_value_over_a_whole_partition": Scenario(
+        [E],
+        "SELECT e.id, nth_value(e.v, 2) OVER (PARTITION BY coalesce(e.k, -1) ORDER BY e.ts"
+        " ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS n FROM e",
+        CYCLES,
+    ),
     # windows over the SELECT's own GROUP BY: the aggregate is their input
     "share_of_total_per_group": Scenario(
         [E],
