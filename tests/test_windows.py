@@ -194,6 +194,11 @@ def test_window(lake, name):
 def test_window_feature_is_named():
     plan = compile_ivm(SCENARIOS["running_total"].view)
     assert "window_function" in plan.features
+    assert "window_recomputes_whole_input" not in plan.features
+    # without PARTITION BY common to its windows, a view says it recomputes their input
+    for name in ("no_partition", "two_partitionings"):
+        whole = "window_recomputes_whole_input" in compile_ivm(SCENARIOS[name].view).features
+        assert whole == (name == "no_partition")
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from duckstream.tree.join import Join
 from duckstream.tree.project import Project
 from duckstream.tree.scan import Scan
 from duckstream.tree.union import UnionAll
-from duckstream.tree.window import Window
+from duckstream.tree.window import Window, partition_keys
 
 ResolveTable = Callable[[exp.Table], Source]
 
@@ -136,6 +136,9 @@ def build_relation(select: exp.Query, ctx: Context, resolve: ResolveTable) -> Re
     parts = split_select(select, ctx, resolve)
     if has_window(select):  # normalize.isolate_windows left it alone over a derived table
         ctx.features.add("window_function")
+        if not partition_keys(parts.items):
+            # one partition: every change recomputes the window's whole input (explain says so)
+            ctx.features.add("window_recomputes_whole_input")
         return Window(parts.block, parts.items, parts.names)
     if parts.aggregated:
         ctx.features.add("aggregate")
