@@ -30,6 +30,7 @@ IVM_MODELS = {
     "countries_with_orders",
     "customer_orders",  # LEFT JOINs to a per-key aggregate CTE and to a seed
     "order_facts",  # a fact LEFT JOINed to a dimension and to a per-key aggregate CTE
+    "latest_orders",  # QUALIFY row_number() = 1: the dedup idiom
 }
 
 
