@@ -2,9 +2,10 @@
 
 Symmetric ``EXCEPT ALL`` over the visible columns (set operations compare NULLs as equal),
 with an ``_ivm_side`` column saying whether the row is ``missing`` from the table or
-``unexpected`` in it. Floating-point columns are compared to ``float_digits`` significant
-digits (``None``: exactly): a sum of doubles maintained change by change is rounded in another
-order than a recomputation's. Without state the query returns one row saying so.
+``unexpected`` in it. A model that chooses among rows tied in its ORDER BY (LIMIT, DISTINCT
+ON) is recomputed with the tie-break the table keeps (``break_ties``). Floating-point columns
+are compared to ``float_digits`` significant digits (``None``: exactly): a sum of doubles
+maintained change by change is rounded in another order than a recomputation's. Without state the query returns one row saying so.
 
 >>> from dbt_duckstream.model import State
 >>> state = State("ivm", "h", "SELECT 1.5 AS x", "", ["x"], "1")
@@ -23,6 +24,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dbt_duckstream.model import State
+from duckstream.normalize.number_rows import break_ties_sql
 
 FLOAT_TYPES = frozenset({"DOUBLE", "FLOAT", "REAL"})
 
@@ -55,13 +57,15 @@ def equivalence_sql(
     table's column types (upper or lower case)."""
     if state is None:
         return no_state_sql(table, dialect)
+    # a model that chooses among tied rows (LIMIT, DISTINCT ON): the choice the table keeps
+    expected = break_ties_sql(state.model_sql, dialect, len(state.columns))
     columns = ", ".join(
         f"{compared(c, types.get(c, ''), float_digits, dialect)} AS {quote(c, dialect)}"
         for c in state.columns
     )
     return (
         f"WITH _ivm_actual AS (SELECT {columns} FROM {table}),\n"
-        f"_ivm_expected AS (SELECT {columns} FROM (\n{state.model_sql}\n) AS _ivm_model)\n"
+        f"_ivm_expected AS (SELECT {columns} FROM (\n{expected}\n) AS _ivm_model)\n"
         "SELECT 'missing' AS _ivm_side, * FROM (SELECT * FROM _ivm_expected"
         " EXCEPT ALL SELECT * FROM _ivm_actual) AS _ivm_m\n"
         "UNION ALL\n"

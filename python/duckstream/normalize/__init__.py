@@ -15,7 +15,9 @@ from duckstream.normalize.expand_grouping_sets import expand_grouping_sets
 from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.isolate_windows import isolate_windows
 from duckstream.normalize.qualify_view import qualify_view
+from duckstream.normalize.rewrite_distinct_on import rewrite_distinct_on
 from duckstream.normalize.rewrite_filtered_aggregates import rewrite_filtered_aggregates
+from duckstream.normalize.rewrite_top_k import rewrite_top_k
 from duckstream.normalize.rewrite_union import rewrite_union
 from duckstream.normalize.validate import check_subqueries, validate
 from duckstream.normalize.wrap_set_operation import wrap_set_operation
@@ -48,6 +50,8 @@ def normalize(
     expression = expand_grouping_sets(expression, grand_total_over_no_rows)
     validate(expression, has_schema=True, after_qualify=True)
     # after validation: these introduce _ivm_ names
+    expression = rewrite_distinct_on(expression)
+    expression = rewrite_top_k(expression)
     expression = decorrelate_subqueries(expression)
     check_subqueries(expression)  # what decorrelate_subqueries left in place
     expression = isolate_windows(expression)

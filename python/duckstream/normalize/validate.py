@@ -70,11 +70,6 @@ def validate(expression: exp.Expr, *, has_schema: bool, after_qualify: bool = Fa
 
 
 def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
-    if isinstance(node, exp.Limit | exp.Offset | exp.Fetch):
-        raise _fail("limit", node.parent or node, "LIMIT/OFFSET depends on row order")
-    parent = node.parent
-    if isinstance(node, exp.Order) and parent is not None and parent.args.get("limit"):
-        raise _fail("limit", parent, "ORDER BY with LIMIT is not maintained")
     if isinstance(node, NONDETERMINISTIC_NODES):
         raise _fail("nondeterministic_function", node, "non-deterministic function")
     if isinstance(node, exp.Anonymous | exp.Func) and not isinstance(node, exp.AggFunc):
@@ -147,9 +142,6 @@ def _check_set_operation(node: exp.SetOperation) -> None:
 
 
 def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) -> None:
-    distinct = select.args.get("distinct")
-    if distinct is not None and distinct.args.get("on"):
-        raise _fail("distinct_on", distinct, "DISTINCT ON is not supported")
     if not select.args.get("from_"):
         raise _fail("no_source", select, "a view must read at least one table")
     joins = select.args.get("joins") or []

@@ -1,0 +1,43 @@
+"""The top-k and DISTINCT ON scenarios of ``tests/test_top_k.py`` on Spark + Iceberg, from the
+same view SQL (transpiled: Spark has no DISTINCT ON and no FETCH), run at once by the
+``outcomes`` fixture (``tests/spark/conftest.py``): rows after every refresh compared with
+recomputation under the same tie-break."""
+
+from __future__ import annotations
+
+import pytest
+
+from duckstream.testing.spark_harness import expect_outcome
+from test_top_k import SCENARIOS  # tests/ is on sys.path (its conftest)
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_top_k_on_spark(outcomes: dict[str, BaseException | None], name: str) -> None:
+    expect_outcome(SCENARIOS[name], outcomes[name])
+
+
+def test_distinct_on_written_for_spark(spark) -> None:
+    """Spark SQL has no DISTINCT ON, but a model on Spark may use it: duckstream parses it and
+    maintains it as its own numbering window (the scenarios above reach Spark already
+    rewritten by sqlglot's transpiler)."""
+    from duckstream import compile_ivm
+    from duckstream.testing.differential import run_scenario
+    from duckstream.testing.spark_harness import SparkHarness
+    from test_top_k import CYCLES, S, U
+
+    spark_text = "SELECT DISTINCT ON (s.g) s.g, s.id, s.v FROM s ORDER BY s.g, s.v DESC"
+
+    class SparkText(SparkHarness):
+        def compile(self, view_sql, mv_name="mv", **kwargs):
+            return compile_ivm(
+                spark_text,
+                dialect="spark",
+                mv_name=mv_name,
+                mv_catalog=self.catalog,
+                mv_schema=self.schema,
+            )
+
+    plan = run_scenario(SparkText(spark, check_names=True), [S, U], spark_text, CYCLES)
+    assert "window_function" in plan.features
