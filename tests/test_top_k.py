@@ -52,6 +52,11 @@ CYCLES: list[Cycle] = [
 ]
 
 SCENARIOS = {
+    # DuckDB 1.5.5 answers `ROW_NUMBER() OVER (ORDER BY ...) <= 1` over no rows with a row of
+    # NULLs (found by the generator): the rewrite filters on a range instead
+    "top_1_of_an_empty_table": Scenario(
+        [TableSpec("s", S.columns, []), U], "SELECT s.id FROM s WHERE s.v > 1 LIMIT 1", CYCLES
+    ),
     "top_3_with_ties": Scenario(
         [S, U], "SELECT s.id, s.v FROM s ORDER BY s.v DESC LIMIT 3", CYCLES
     ),

@@ -3,7 +3,8 @@ the rows in the ORDER BY (:func:`.number_rows.number_rows`, ties broken by the o
 and keep those whose number falls in the range.
 
 ``SELECT <items> FROM ... ORDER BY <keys> LIMIT k OFFSET m`` becomes ``SELECT _ivm_top.<names>
-FROM (<numbered>) AS _ivm_top WHERE _ivm_top._ivm_rank > m AND _ivm_top._ivm_rank <= m + k``.
+FROM (<numbered>) AS _ivm_top WHERE _ivm_top._ivm_rank > m AND _ivm_top._ivm_rank <= m + k``
+(``m`` = 0 without OFFSET).
 A set operation's ORDER BY ... LIMIT numbers the rows of ``SELECT ... FROM (<set operation>)``.
 ``FETCH FIRST k ROWS ONLY`` is ``LIMIT k``.
 
@@ -63,17 +64,17 @@ def _rewrite(query: exp.Select | exp.SetOperation) -> exp.Select:
                 column.set("table", exp.to_identifier("_ivm_set"))
     numbered = number_rows(body, keys)
     rank = exp.column(RANK, TOP)
-    kept: list[exp.Expr] = []
-    if skip:
-        kept.append(exp.GT(this=rank, expression=exp.Literal.number(skip)))
+    # `_ivm_rank > 0` even without OFFSET: DuckDB 1.5.5 turns `ROW_NUMBER() OVER (ORDER BY
+    # ...) <= 1` into an ungrouped arg_min, which returns a row of NULLs over no rows (its
+    # top_n_window_elimination optimizer); the range form is not rewritten
+    kept: list[exp.Expr] = [exp.GT(this=rank, expression=exp.Literal.number(skip))]
     if count is not None:
         kept.append(exp.LTE(this=rank.copy(), expression=exp.Literal.number(skip + count)))
     items = [
         exp.alias_(exp.Column(this=n.copy(), table=exp.to_identifier(TOP)), n.copy())
         for n in output_names(body)
     ]
-    top = exp.select(*items).from_(aliased(numbered, TOP))
-    return top.where(exp.and_(*kept)) if kept else top
+    return exp.select(*items).from_(aliased(numbered, TOP)).where(exp.and_(*kept))
 
 
 def _count(query: exp.Expr, node: exp.Expr | None) -> int | None:

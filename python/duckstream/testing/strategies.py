@@ -406,6 +406,7 @@ CONSTRUCTS = [
     "subqueries",  # [NOT] EXISTS, [NOT] IN, scalar aggregates in WHERE, correlated or not
     "windows",  # window functions: ranks, lag/lead, running and partition totals, QUALIFY
     "grouping_sets",  # ROLLUP, CUBE, GROUPING SETS, WITH ROLLUP; GROUPING / GROUPING_ID
+    "top_k",  # ORDER BY ... LIMIT / OFFSET and DISTINCT ON, ties included, at any depth
 ]
 OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
 
@@ -690,6 +691,8 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         return draw(window_views(tables_, portable))
     if construct == "grouping_sets":
         return draw(grouping_set_views(tables_, portable))
+    if construct == "top_k":
+        return draw(top_k_views(tables_))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -1195,3 +1198,68 @@ def grouping_set_views(draw, tables_: list[TableSpec], portable: bool = False) -
     if placement == "filtered":
         return f"SELECT s.c0, s.a0 FROM ({inner}) AS s WHERE s.c0 IS NOT NULL OR s.a0 IS NULL"
     return f"SELECT s.c0, count(*) AS n, count(s.a0) AS m FROM ({inner}) AS s GROUP BY s.c0"
+
+
+@st.composite
+def top_k_views(draw, tables_: list[TableSpec]) -> str:
+    """A view that chooses rows: ``ORDER BY ... LIMIT k [OFFSET m]`` or ``DISTINCT ON``, over
+    the first table (``o``) maybe LEFT JOINed to the last (``i``), maybe filtered or grouped.
+    ORDER BY keys are any columns (not a total order: ties are the point, and the harness
+    recomputes with the tie-break the plan keeps), by name, position or expression, either
+    direction, NULLs first or last, or none at all. The SELECT is the view, a derived table
+    joined or aggregated, a UNION ALL branch, or the ranked rows of a UNION ALL. Portable:
+    Spark's transpiled SQL has neither DISTINCT ON nor FETCH, and sqlglot writes both.
+    """
+    t0, t1 = tables_[0], tables_[-1]
+    columns = [(f"o.{quote_ident(c.name)}", c.type) for c in t0.columns]
+    source = f"{quote_ident(t0.name)} AS o"
+    if len(tables_) > 1 and draw(st.integers(0, 3)) == 0:
+        source += f" LEFT JOIN {quote_ident(t1.name)} AS i ON i.k = o.k"
+        columns += [(f"i.{quote_ident(c.name)}", c.type) for c in t1.columns]
+    refs = [ref for ref, _ in columns]
+    where = f" WHERE {draw(predicate(columns))}" if draw(st.integers(0, 3)) == 0 else ""
+    shown = list(dict.fromkeys(draw(st.lists(st.sampled_from(refs), min_size=1, max_size=3))))
+    grouped = draw(st.integers(0, 3)) == 0
+    if grouped:
+        items = [f"{ref} AS c{j}" for j, ref in enumerate(shown)] + ["count(*) AS n"]
+        tail = f" GROUP BY {', '.join(shown)}"
+        candidates = [*shown, "count(*)", "n", *[str(j + 1) for j in range(len(items))]]
+    else:
+        items = [f"{ref} AS c{j}" for j, ref in enumerate(shown)]
+        tail = ""
+        candidates = [*refs, *[f"c{j}" for j in range(len(shown))], "1"]
+    names = [f"c{j}" for j in range(len(shown))] + (["n"] if grouped else [])
+
+    def direction() -> str:
+        nulls = draw(st.sampled_from(["", " NULLS FIRST", " NULLS LAST"]))
+        return draw(st.sampled_from(["", " DESC"])) + nulls
+
+    keys = list(dict.fromkeys(draw(st.lists(st.sampled_from(candidates), max_size=2))))
+    order = ", ".join(f"{key}{direction()}" for key in keys)
+    kind = draw(st.sampled_from(["limit", "limit", "offset", "distinct_on"]))
+    if kind == "distinct_on" and not grouped:
+        on = list(dict.fromkeys(draw(st.lists(st.sampled_from(shown), min_size=1, max_size=2))))
+        sql = f"SELECT DISTINCT ON ({', '.join(on)}) {', '.join(items)} FROM {source}{where}"
+        sql += f" ORDER BY {', '.join(on)}{', ' + order if order else ''}" if order else ""
+    else:
+        sql = f"SELECT {', '.join(items)} FROM {source}{where}{tail}"
+        sql += f" ORDER BY {order}" if order else ""
+        sql += f" LIMIT {draw(st.integers(0, 4))}"
+        sql += f" OFFSET {draw(st.integers(1, 2))}" if kind == "offset" else ""
+    placement = draw(st.sampled_from(["top", "top", "joined", "aggregate", "branch", "union"]))
+    s = ", ".join(f"s.{name}" for name in names)
+    if placement == "joined":
+        b = quote_ident(t1.name)
+        return f"SELECT {s}, b.k AS bk FROM ({sql}) AS s JOIN {b} AS b ON b.k = s.c0"
+    if placement == "aggregate":
+        return f"SELECT s.c0, count(*) AS m FROM ({sql}) AS s GROUP BY s.c0"
+    if placement == "branch":
+        nulls = ", ".join("NULL" for _ in names[1:])
+        other = f"SELECT b.k{', ' + nulls if nulls else ''} FROM {quote_ident(t1.name)} AS b"
+        return f"({sql}) UNION ALL {other}"
+    if placement == "union":
+        return (
+            f"SELECT {s} FROM ({sql}) AS s UNION ALL SELECT {s} FROM ({sql}) AS s"
+            f" ORDER BY 1 DESC LIMIT {draw(st.integers(1, 5))}"
+        )
+    return sql
