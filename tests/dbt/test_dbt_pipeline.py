@@ -31,6 +31,7 @@ IVM_MODELS = {
     "customer_orders",  # LEFT JOINs to a per-key aggregate CTE and to a seed
     "order_facts",  # a fact LEFT JOINed to a dimension and to a per-key aggregate CTE
     "latest_orders",  # QUALIFY row_number() = 1: the dedup idiom
+    "top_products",  # ORDER BY ... LIMIT 10 over a GROUP BY, with ties
 }
 
 
