@@ -107,6 +107,24 @@ SCENARIOS = {
         " LIMIT 4) AS t",
         CYCLES,
     ),
+    # subqueries outside FROM that choose rows
+    "in_a_top_k": Scenario(
+        [S, U],
+        "SELECT s.id, s.g FROM s WHERE s.g IN (SELECT u.g FROM u ORDER BY u.v DESC LIMIT 1)"
+        " OR s.v IN (SELECT s2.v FROM s AS s2 ORDER BY s2.id LIMIT 2 OFFSET 1)",
+        CYCLES,
+    ),
+    "exists_with_a_limit": Scenario(
+        [S, U],
+        "SELECT s.id FROM s WHERE EXISTS (SELECT 1 FROM u WHERE u.g = s.g LIMIT 1)",
+        CYCLES,
+    ),
+    "scalar_subquery_with_limit_1": Scenario(
+        [S, U],
+        "SELECT s.id, (SELECT u.g FROM u ORDER BY u.v DESC, u.id LIMIT 1) AS best FROM s"
+        " WHERE s.v >= (SELECT s2.v FROM s AS s2 ORDER BY s2.v DESC NULLS LAST LIMIT 1 OFFSET 1)",
+        CYCLES,
+    ),
     "distinct_on_latest_per_group": Scenario(
         [S, U], "SELECT DISTINCT ON (s.g) s.g, s.id, s.v FROM s ORDER BY s.g, s.v DESC", CYCLES
     ),
@@ -163,6 +181,12 @@ def test_break_ties_chooses_what_the_engine_may():
             "derived table",
         ),
         ("SELECT DISTINCT s.g FROM s ORDER BY s.v LIMIT 2", "limit", "output columns"),
+        (
+            "SELECT s.id, (SELECT u.v FROM u WHERE u.g = s.g ORDER BY u.v LIMIT 1) AS v FROM s",
+            "subquery",
+            "correlated subquery with LIMIT",
+        ),
+        ("SELECT s.id FROM s WHERE s.v = (SELECT u.v FROM u LIMIT 2)", "subquery", "LIMIT 1"),
     ],
 )
 def test_top_k_shapes_refused(sql, feature, message):

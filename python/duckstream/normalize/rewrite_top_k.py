@@ -6,7 +6,10 @@ and keep those whose number falls in the range.
 FROM (<numbered>) AS _ivm_top WHERE _ivm_top._ivm_rank > m AND _ivm_top._ivm_rank <= m + k``
 (``m`` = 0 without OFFSET).
 A set operation's ORDER BY ... LIMIT numbers the rows of ``SELECT ... FROM (<set operation>)``.
-``FETCH FIRST k ROWS ONLY`` is ``LIMIT k``.
+``FETCH FIRST k ROWS ONLY`` is ``LIMIT k``. Under EXISTS, ``LIMIT k >= 1`` changes nothing and is
+dropped; an uncorrelated scalar subquery with ``LIMIT 1`` reads its one row (or none) as
+``MAX`` over the numbered rows, the aggregate form subqueries are decorrelated in. A
+correlated subquery with LIMIT is refused.
 
 What it costs: the numbering has no PARTITION BY, so :mod:`duckstream.tree.window` recomputes
 the whole ordered input (the SELECT without its LIMIT) at the two snapshots whenever a change
@@ -49,9 +52,20 @@ def rewrite_top_k(expression: exp.Expr) -> exp.Expr:
     return expression
 
 
-def _rewrite(query: exp.Select | exp.SetOperation) -> exp.Select:
+def _rewrite(query: exp.Select | exp.SetOperation) -> exp.Query:
     count = _count(query, query.args.get("limit"))
     skip = _count(query, query.args.get("offset")) or 0
+    if isinstance(query.parent, exp.Exists) and not skip and count:
+        # EXISTS asks only whether a row exists: LIMIT k >= 1 cannot change that
+        body = query.copy()
+        for arg in ("order", "limit", "offset"):
+            body.set(arg, None)
+        return body
+    if _correlated(query):
+        raise UnsupportedSQLError(
+            "subquery",
+            f"a correlated subquery with LIMIT / OFFSET is not maintained: `{query.sql()[:80]}`",
+        )
     order = query.args.get("order")
     keys = [k.copy() for k in order.expressions] if order else []
     body = query.copy()
@@ -74,7 +88,33 @@ def _rewrite(query: exp.Select | exp.SetOperation) -> exp.Select:
         exp.alias_(exp.Column(this=n.copy(), table=exp.to_identifier(TOP)), n.copy())
         for n in output_names(body)
     ]
+    if _scalar(query):
+        if count != 1 or len(items) != 1:
+            raise UnsupportedSQLError(
+                "subquery",
+                f"a scalar subquery may have LIMIT 1 only: `{query.sql()[:80]}`",
+            )
+        # its one row or none as an aggregate, which subqueries are decorrelated as
+        items = [exp.alias_(exp.Max(this=items[0].this), items[0].alias)]
     return exp.select(*items).from_(aliased(numbered, TOP)).where(exp.and_(*kept))
+
+
+def _scalar(query: exp.Expr) -> bool:
+    """Whether ``query`` is a scalar subquery (not in FROM, a set operation, IN, ANY / ALL or
+    EXISTS)."""
+    parent = query.parent
+    if not isinstance(parent, exp.Subquery) or parent.parent is None:
+        return False
+    where = exp.From | exp.Join | exp.SetOperation | exp.Subquery | exp.In | exp.Any | exp.All
+    return not isinstance(parent.parent, where | exp.Exists)
+
+
+def _correlated(query: exp.Expr) -> bool:
+    """Whether ``query`` names a table alias it does not define (an outer query's)."""
+    defined = {t.alias_or_name.lower() for t in query.find_all(exp.Table)}
+    defined |= {s.alias.lower() for s in query.find_all(exp.Subquery) if s.alias}
+    defined |= {c.alias.lower() for c in query.find_all(exp.CTE)}
+    return any(c.table and c.table.lower() not in defined for c in query.find_all(exp.Column))
 
 
 def _count(query: exp.Expr, node: exp.Expr | None) -> int | None:
