@@ -74,21 +74,42 @@ def tpch_query(n: int) -> str:
     return tree.sql(dialect="duckdb", pretty=True)
 
 
+# Benchmark views beyond the TPC-H queries: dbt's dedup idiom, each customer's latest order.
+NAMED_VIEWS = {
+    "dedup": (
+        "SELECT o_custkey, o_orderkey, o_orderdate, o_totalprice FROM orders QUALIFY"
+        " row_number() OVER (PARTITION BY o_custkey ORDER BY o_orderdate DESC, o_orderkey DESC)"
+        " = 1"
+    ),
+}
+
+
 @functools.cache
 def tpch_view(name: str) -> str:
     """A view the benchmarks maintain: ``"<n>"`` is TPC-H query n (:func:`tpch_query`);
     ``"<n>_inner"`` is that query with its outer joins made inner joins: the same view but
-    for the rows an outer join NULL-extends, to compare the two refreshes' costs.
+    for the rows an outer join NULL-extends, to compare the two refreshes' costs;
+    ``"<n>_limit"`` is the query with its ORDER BY ... LIMIT kept (a top-k); a name of
+    :data:`NAMED_VIEWS` is that view.
 
     >>> "JOIN orders" in tpch_view("13_inner") and "OUTER" not in tpch_view("13_inner")
     True
+    >>> tpch_view("3_limit").endswith("LIMIT 10")
+    True
     """
+    if name in NAMED_VIEWS:
+        return NAMED_VIEWS[name]
     number, _, variant = name.partition("_")
     text = tpch_query(int(number))
     if not variant:
         return text
+    if variant == "limit":
+        original = sqlglot.parse_one(_query_texts()[int(number)], dialect="duckdb")
+        if not original.args.get("limit"):
+            raise ValueError(f"TPC-H Q{number} has no LIMIT")
+        return original.sql(dialect="duckdb", pretty=True)
     if variant != "inner":
-        raise ValueError(f"no benchmark view {name!r}: '<n>' or '<n>_inner'")
+        raise ValueError(f"no benchmark view {name!r}: '<n>', '<n>_inner' or '<n>_limit'")
     tree = sqlglot.parse_one(text, dialect="duckdb")
     joins = [j for j in tree.find_all(exp.Join) if j.side]
     if not joins:
