@@ -1246,7 +1246,10 @@ def top_k_views(draw, tables_: list[TableSpec]) -> str:
         sql += f" ORDER BY {order}" if order else ""
         sql += f" LIMIT {draw(st.integers(0, 4))}"
         sql += f" OFFSET {draw(st.integers(1, 2))}" if kind == "offset" else ""
-    placement = draw(st.sampled_from(["top", "top", "joined", "aggregate", "branch", "union"]))
+    placements = ["top", "top", "aggregate", "branch", "union"]
+    if dict(columns)[shown[0]] == "INTEGER":  # joined to t1's INTEGER key on c0
+        placements.append("joined")
+    placement = draw(st.sampled_from(placements))
     s = ", ".join(f"s.{name}" for name in names)
     if placement == "joined":
         b = quote_ident(t1.name)
