@@ -71,9 +71,9 @@ def test_outer_join_shapes_refused(sql):
         "SELECT t.a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a > t.a OR u.b = 1)",
         "SELECT t.a FROM t WHERE t.b NOT IN (SELECT u.b FROM u WHERE u.a > t.a)",
         "SELECT t.a FROM t WHERE EXISTS (SELECT 1 FROM u JOIN v ON v.a = t.a WHERE u.a = v.a)",
-        # scalar subqueries that are not one aggregate, or outside the aggregates of a
-        # global aggregate, or correlated in HAVING
-        "SELECT t.a FROM t WHERE t.a = (SELECT u.a FROM u WHERE u.b = t.b)",
+        # correlated scalar subqueries with DISTINCT, scalar subqueries outside the
+        # aggregates of a global aggregate, or correlated in HAVING
+        "SELECT t.a FROM t WHERE t.a = (SELECT DISTINCT u.a FROM u WHERE u.b = t.b)",
         "SELECT count(*) AS n, (SELECT max(u.a) FROM u) AS top FROM t",
         "SELECT t.a FROM t GROUP BY t.a HAVING t.a > (SELECT max(u.a) FROM u WHERE u.b = t.a)",
         # EXISTS outside WHERE

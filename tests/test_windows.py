@@ -75,6 +75,14 @@ SCENARIOS = {
         " WHERE d.rn = 1",
         CYCLES,
     ),
+    # `ORDER BY x NULLS FIRST` printed as its column where NULLS FIRST is sqlglot's default:
+    # once renamed as the column, losing NULLS FIRST (found by the top_k generator)
+    "nulls_first_order": Scenario(
+        [E],
+        "SELECT e.id, row_number() OVER (PARTITION BY e.k ORDER BY e.v NULLS FIRST, e.ts) AS n,"
+        " rank() OVER (ORDER BY e.v NULLS FIRST) AS r FROM e",
+        CYCLES,
+    ),
     "running_total": Scenario(
         [E],
         "SELECT e.id, sum(e.v) OVER (PARTITION BY e.k ORDER BY e.ts"

@@ -38,3 +38,16 @@ def in_subquery(node: exp.Expr, top: exp.Expr) -> bool:
             return True
         parent = parent.parent
     return False
+
+
+class RaiseError(exp.Expression, exp.Func):
+    """Fail the statement with a message when evaluated: DuckDB's ``error(msg)``, rendered
+    ``raise_error(msg)`` by the Spark engine's dialect. What a maintained scalar subquery
+    evaluates to when it holds more than one row, as the engine's own subquery would fail.
+
+    >>> RaiseError(this=exp.Literal.string("two rows")).sql("duckdb")
+    "ERROR('two rows')"
+    """
+
+    arg_types = {"this": True}
+    _sql_names = ["ERROR"]

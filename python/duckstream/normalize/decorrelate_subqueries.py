@@ -70,7 +70,7 @@ from typing import TypeGuard
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
-from duckstream.expressions import in_subquery, map_children
+from duckstream.expressions import RaiseError, in_subquery, map_children
 from duckstream.normalize.wrap_set_operation import output_names
 
 # The value of an aggregate over no rows: 0 for the counts, NULL for the rest listed here
@@ -389,15 +389,15 @@ class _Rewriter:
     def _scalar(self, node: exp.Subquery, body: _Body) -> exp.Expr:
         _only_equalities(body, node)
         query = body.query
-        if not isinstance(query, exp.Select) or len(query.expressions) != 1:
-            raise _fail(node, "a scalar subquery must be a SELECT of one column")
+        first = query
+        while isinstance(first, exp.SetOperation | exp.Subquery):
+            first = first.this
+        if not isinstance(first, exp.Select) or len(first.expressions) != 1:
+            raise _fail(node, "a scalar subquery must have one column")
+        if not _one_aggregate(query):
+            return self._scalar_rows(node, body)
+        assert isinstance(query, exp.Select)
         value = query.expressions[0].unalias()
-        if query.args.get("group") or query.args.get("having") or not value.find(exp.AggFunc):
-            raise _fail(
-                node,
-                "a scalar subquery must be one aggregate without GROUP BY (else it may"
-                " return several rows or none)",
-            )
         if not body.pairs:
             derived = query.copy()
             derived.set("distinct", None)  # one row either way
@@ -424,6 +424,36 @@ class _Rewriter:
         missing = exp.Is(this=exp.column("_ivm_m", alias), expression=exp.Null())
         return exp.Case(ifs=[exp.If(this=missing, true=empty)], default=got)
 
+    def _scalar_rows(self, node: exp.Subquery, body: _Body) -> exp.Expr:
+        """A scalar subquery that may hold any number of rows: its value is the one row's,
+        NULL for none, and more than one fails the statement, as the engine's subquery
+        would: ``CASE WHEN count(*) > 1 THEN error(...) ELSE max(v) END``, grouped by the
+        correlation keys (a SELECT without GROUP BY or aggregates) and LEFT JOINed."""
+        distinct = body.query.args.get("distinct") is not None
+        if distinct and body.correlated:
+            raise _fail(node, "a correlated scalar subquery with DISTINCT")
+        (value,) = body.values(node) if not distinct else output_names(body.query)
+        if distinct:  # its rows counted as DISTINCT leaves them: from it as a derived table
+            value = exp.column(value.copy(), "_ivm_b")
+        several = exp.GT(this=_count_star(), expression=exp.Literal.number(1))
+        message = "duckstream: more than one row returned by a scalar subquery"
+        one = exp.Case(
+            ifs=[exp.If(this=several, true=RaiseError(this=exp.Literal.string(message)))],
+            default=exp.Max(this=value),
+        )
+        keys = [i for i, _ in body.pairs]
+        items = [*(_alias(k, f"_ivm_k{n}") for n, k in enumerate(keys, 1)), _alias(one, "_ivm_v")]
+        if distinct:
+            rows = exp.Subquery(this=body.query.copy(), alias=exp.TableAlias(this=_id("_ivm_b")))
+            derived = exp.select(*items).from_(rows)
+        else:
+            derived = body.select(items, node)
+        if not keys:
+            return exp.column("_ivm_v", self._join(derived, None))
+        derived.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+        on = _keys_on([o for _, o in body.pairs], len(keys))
+        return exp.column("_ivm_v", self._join(derived, on, side="LEFT"))
+
     def _join(self, derived: exp.Select, on: exp.Expr | None, side: str | None = None) -> str:
         """Join ``(derived) AS _ivm_sqN`` to the SELECT (``on`` over ``_ivm_sqN``'s columns,
         written with the placeholder table ``_ivm_sq``); a cross join without ``on``."""
@@ -441,6 +471,17 @@ class _Rewriter:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _one_aggregate(query: exp.Query) -> bool:
+    """Whether ``query`` is one aggregate expression without GROUP BY or HAVING: exactly one
+    row, whatever its FROM holds."""
+    return (
+        isinstance(query, exp.Select)
+        and not query.args.get("group")
+        and not query.args.get("having")
+        and bool(query.expressions[0].find(exp.AggFunc))
+    )
 
 
 def _one_column(

@@ -91,6 +91,10 @@ def _isolate(select: exp.Select) -> exp.Select:
     def rename(node: exp.Expr) -> exp.Expr:
         if isinstance(node.parent, exp.Window) and node.arg_key == "this":
             return node  # the window's own function, never a column of the input
+        if isinstance(node, exp.Ordered):
+            # its SQL may be its column's (`x NULLS FIRST` where that is the default):
+            # renaming the column inside keeps the direction and NULL order
+            return node
         name = names.get(node.sql())
         return exp.column(name, table=INNER) if name is not None else node
 

@@ -7,9 +7,7 @@ FROM (<numbered>) AS _ivm_top WHERE _ivm_top._ivm_rank > m AND _ivm_top._ivm_ran
 (``m`` = 0 without OFFSET).
 A set operation's ORDER BY ... LIMIT numbers the rows of ``SELECT ... FROM (<set operation>)``.
 ``FETCH FIRST k ROWS ONLY`` is ``LIMIT k``. Under EXISTS, ``LIMIT k >= 1`` changes nothing and is
-dropped; an uncorrelated scalar subquery with ``LIMIT 1`` reads its one row (or none) as
-``MAX`` over the numbered rows, the aggregate form subqueries are decorrelated in. A
-correlated subquery with LIMIT is refused.
+dropped. A correlated subquery with LIMIT is refused.
 
 What it costs: the numbering has no PARTITION BY, so :mod:`duckstream.tree.window` recomputes
 the whole ordered input (the SELECT without its LIMIT) at the two snapshots whenever a change
@@ -88,25 +86,7 @@ def _rewrite(query: exp.Select | exp.SetOperation) -> exp.Query:
         exp.alias_(exp.Column(this=n.copy(), table=exp.to_identifier(TOP)), n.copy())
         for n in output_names(body)
     ]
-    if _scalar(query):
-        if count != 1 or len(items) != 1:
-            raise UnsupportedSQLError(
-                "subquery",
-                f"a scalar subquery may have LIMIT 1 only: `{query.sql()[:80]}`",
-            )
-        # its one row or none as an aggregate, which subqueries are decorrelated as
-        items = [exp.alias_(exp.Max(this=items[0].this), items[0].alias)]
     return exp.select(*items).from_(aliased(numbered, TOP)).where(exp.and_(*kept))
-
-
-def _scalar(query: exp.Expr) -> bool:
-    """Whether ``query`` is a scalar subquery (not in FROM, a set operation, IN, ANY / ALL or
-    EXISTS)."""
-    parent = query.parent
-    if not isinstance(parent, exp.Subquery) or parent.parent is None:
-        return False
-    where = exp.From | exp.Join | exp.SetOperation | exp.Subquery | exp.In | exp.Any | exp.All
-    return not isinstance(parent.parent, where | exp.Exists)
 
 
 def _correlated(query: exp.Expr) -> bool:

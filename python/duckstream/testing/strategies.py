@@ -1008,7 +1008,11 @@ def subquery_views(draw, tables_: list[TableSpec], portable: bool = False) -> st
 # (peers share a value), and those that need a total order (a tie could be broken either way).
 PEER_WINDOWS = ["rank()", "dense_rank()", "count(*)", "count({x})", "min({x})", "max({x})"]
 PEER_NUMERIC = ["sum({n})", "avg({n})"]
-ROW_WINDOWS = ["row_number()", "lag({x})", "lead({x}, 2)", "first_value({x})"]
+ROW_WINDOWS = [
+    *("row_number()", "lag({x})", "lead({x}, 2)", "first_value({x})", "last_value({x})"),
+    *("nth_value({x}, 2)", "ntile(2)"),
+]
+DISTRIBUTION_WINDOWS = ["percent_rank()", "cume_dist()"]  # by peers, need an ORDER BY
 ROW_FRAMES = [
     "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW",
     "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING",
@@ -1039,7 +1043,11 @@ def window_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
 
     def order(total: bool) -> str:
         picked = draw(st.permutations(refs)) if total else draw(st.lists(st.sampled_from(refs)))
-        keys = [f"{ref} {draw(st.sampled_from(['ASC', 'DESC']))}" for ref in dict.fromkeys(picked)]
+        nulls = ["", " NULLS FIRST", " NULLS LAST"]
+        keys = [
+            f"{ref} {draw(st.sampled_from(['ASC', 'DESC']))}{draw(st.sampled_from(nulls))}"
+            for ref in dict.fromkeys(picked)
+        ]
         return f" ORDER BY {', '.join(keys)}" if keys else ""
 
     def window(numbering: bool) -> str:
@@ -1059,9 +1067,11 @@ def window_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
             function = draw(st.sampled_from([*PEER_WINDOWS[2:], "first_value({x})"]))
             over += f"{order(total=True)} {draw(st.sampled_from(ROW_FRAMES))}"
         else:
-            function = draw(st.sampled_from(PEER_WINDOWS if kind == "peer" else PEER_NUMERIC))
+            peers = PEER_WINDOWS + DISTRIBUTION_WINDOWS
+            function = draw(st.sampled_from(peers if kind == "peer" else PEER_NUMERIC))
             ordered = order(total=False)
-            if function.startswith(("rank", "dense_rank")) and not ordered:
+            ranking = ("rank", "dense_rank", "percent_rank", "cume_dist")
+            if function.startswith(ranking) and not ordered:
                 ordered = order(total=True)
             over += ordered
         return f"{function.format(x=x, n=n)} OVER ({over.strip()})"

@@ -23,6 +23,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 
 from duckstream.connection import literal
+from duckstream.expressions import RaiseError
 
 PREFIX = "duckstream"
 
@@ -34,6 +35,11 @@ class IcebergSpark(Spark):
     """Spark 3.5 as duckstream writes it (registered in sqlglot as ``icebergspark``)."""
 
     class Generator(SparkGenerator):
+        TRANSFORMS = {
+            **SparkGenerator.TRANSFORMS,
+            RaiseError: lambda self, e: self.func("RAISE_ERROR", e.this),
+        }
+
         # Every word of sqlglot's Spark keywords: ``order`` is only in ``ORDER BY``.
         RESERVED_KEYWORDS = {
             word.lower()
