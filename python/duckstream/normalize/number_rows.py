@@ -109,6 +109,8 @@ def break_ties(expression: exp.Expr, width: int | None = None) -> exp.Expr:
         on = isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None
         if not (on or query.args.get("limit") or query.args.get("offset")):
             continue
+        if isinstance(query.parent, exp.Exists) and not (on or query.args.get("offset")):
+            continue  # EXISTS (... LIMIT k): chooses nothing (and Spark refuses its ORDER BY)
         ties = _tie_breakers(query, width if query is expression else None)
         if ties is None:
             continue
