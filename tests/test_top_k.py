@@ -85,6 +85,20 @@ SCENARIOS = {
     "ordered_by_position_and_alias": Scenario(
         [S, U], "SELECT s.g AS grp, s.v + 1 AS w FROM s ORDER BY 2 DESC, grp LIMIT 2", CYCLES
     ),
+    # over grouping sets: the ORDER BY / LIMIT of the union of the sets, not of each set
+    # (TPC-DS Q5; each branch had the LIMIT before the top-k ran first)
+    "top_k_of_a_rollup": Scenario(
+        [S, U],
+        "SELECT s.g, s.id, sum(s.v) AS total FROM s GROUP BY ROLLUP (s.g, s.id)"
+        " ORDER BY s.g NULLS FIRST, s.id NULLS FIRST LIMIT 4",
+        CYCLES,
+    ),
+    "distinct_on_over_a_cube": Scenario(
+        [S, U],
+        "SELECT DISTINCT ON (s.g) s.g, s.id, count(*) AS n FROM s GROUP BY CUBE (s.g, s.id)"
+        " ORDER BY s.g, n DESC",
+        CYCLES,
+    ),
     "distinct_top": Scenario(
         [S, U], "SELECT DISTINCT s.v FROM s ORDER BY s.v DESC LIMIT 2", CYCLES
     ),

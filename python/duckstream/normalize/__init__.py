@@ -47,11 +47,12 @@ def normalize(
         sources=sources,
         columns=columns,
     )
-    expression = expand_grouping_sets(expression, grand_total_over_no_rows)
     validate(expression, has_schema=True, after_qualify=True)
     # after validation: these introduce _ivm_ names
     expression = rewrite_distinct_on(expression)
     expression = rewrite_top_k(expression)
+    # after the top-k: its ORDER BY / LIMIT apply to the union of the grouping sets
+    expression = expand_grouping_sets(expression, grand_total_over_no_rows)
     expression = decorrelate_subqueries(expression)
     check_subqueries(expression)  # what decorrelate_subqueries left in place
     expression = isolate_windows(expression)
