@@ -1,0 +1,159 @@
+"""TPC-DS queries maintained through change windows at scale factor 0.01.
+
+Each query (DuckDB's tpcds text, top-level ORDER BY/LIMIT removed) is compiled with the TPC-DS
+schema and set up on a copy of one loaded DuckLake, then refreshed after windows that copy and
+delete orders (sales lines with their returns) in the three channels, update fact rows
+(quantities, measures, dates) and dimension attributes, several tables in one window, and must
+equal recomputation after every refresh.
+
+By default eight queries covering the constructs TPC-DS leans on run (80 s on a busy two-core
+machine); ``DUCKSTREAM_TPCDS=1`` runs all 89 that the survey (``python -m bench.tpcds_survey``)
+found maintained.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+
+import pytest
+
+from duckstream import compile_ivm
+from duckstream.errors import UnsupportedSQLError
+from duckstream.testing.differential import (
+    Column,
+    DuckLakeHarness,
+    TableSpec,
+    Update,
+    run_scenario,
+)
+from duckstream.testing.ducklake import connect_ducklake, current_snapshot
+from duckstream.testing.tpcds import (
+    TABLES,
+    WINDOWS,
+    WORKLOADS,
+    load_tpcds,
+    tpcds_query,
+    tpcds_schema,
+)
+
+SF = 0.01
+
+# The queries maintained correctly (checked against recomputation through WINDOWS). At SF 0.01
+# 3 4 8 10 19 23 24 25 30 31 37 49 65 74 82 83 85 91 93 stay empty through every window: for
+# them the check only shows that nothing appears. Q31 passes at SF 0.01 but not at SF 0.1, where
+# a view row holds a DOUBLE that DuckLake's data inlining alters in its last bit
+# (test_double_view_row_is_deleted_after_inlining).
+MAINTAINED = [
+    *(1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25),
+    *(26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 42, 43, 45, 46, 47, 48),
+    *(49, 50, 51, 52, 53, 55, 56, 57, 59, 60, 61, 62, 63, 65, 66, 67, 68, 69, 71, 73, 74),
+    *(75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96),
+    *(97, 98, 99),
+]
+# The default run: a correlated scalar subquery over a CTE (1), UNION ALL of channels joined
+# to itself (2), a window over an aggregate (12), EXISTS / NOT EXISTS with count (35), ROLLUP
+# ranked by a window (36), INTERSECT (38), LEFT JOIN of sales to returns (40), COUNT(DISTINCT)
+# with EXISTS / NOT EXISTS (94).
+DEFAULT = [1, 2, 12, 35, 36, 38, 40, 94]
+QUERIES = MAINTAINED if os.environ.get("DUCKSTREAM_TPCDS") else DEFAULT
+
+# Refused by the compiler (the feature it names). When one compiles, it belongs in MAINTAINED
+# once its maintenance passes here.
+REFUSED = {
+    6: "subquery",  # scalar subquery: SELECT DISTINCT d_month_seq ... (not one aggregate)
+    14: "subquery",  # scalar subquery over a derived table's column (not one aggregate)
+    41: "subquery",  # correlated by an OR of ANDs (not plain comparisons)
+    44: "subquery",  # scalar subquery with GROUP BY
+    54: "subquery",  # scalar subquery: SELECT DISTINCT d_month_seq + 1 ...
+    58: "subquery",  # scalar subquery: SELECT d_week_seq ... WHERE d_date = ... (no aggregate)
+    70: "grouping_sets",  # rank() over ROLLUP
+    86: "grouping_sets",  # rank() over ROLLUP
+}
+# Compile, but their first refresh runs for minutes. Q72's spills GBs: DuckDB estimates the
+# change tables (temporary tables created in the refresh's own transaction) at 0 rows and
+# starts the delta joins with the inequality join d3.d_date > d1.d_date + 5 of date_dim with
+# itself. Q64's delta statement (200 KB of SQL) runs over 90 s; cause not yet looked into.
+TOO_SLOW = [64, 72]
+
+FRACTION = 0.02
+
+
+@pytest.fixture(scope="module")
+def tpcds_template(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tpcds") / "lake"
+    con = connect_ducklake(str(directory), alias="dl")
+    load_tpcds(con, "dl", SF)
+    con.close()
+    return directory
+
+
+def _copy(template, tmp_path, name="lake"):
+    directory = tmp_path / name
+    shutil.copytree(template, directory)
+    return connect_ducklake(str(directory), alias="dl")
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_tpcds_query_is_maintained(tpcds_template, tmp_path, query):
+    con = _copy(tpcds_template, tmp_path)
+    harness = DuckLakeHarness(con)
+    view = tpcds_query(query)
+    plan = harness.compile(view, mv_name=f"q{query}", schema=tpcds_schema())
+    harness.setup(plan)
+    harness.check(plan, view, "after setup")
+    rng = random.Random(query)
+    for n, window in enumerate(WINDOWS, 1):
+        for workload in window:
+            WORKLOADS[workload](con, "dl", rng, FRACTION)
+        harness.refresh(plan)
+        harness.check(plan, view, f"after window {n} ({', '.join(window) or 'no changes'})")
+    con.close()
+
+
+@pytest.mark.parametrize("query", sorted(REFUSED))
+def test_tpcds_query_is_refused(query):
+    with pytest.raises(UnsupportedSQLError) as refused:
+        compile_ivm(tpcds_query(query), mv_name=f"q{query}", schema=tpcds_schema())
+    assert refused.value.feature == REFUSED[query]
+
+
+def test_every_query_is_accounted_for():
+    assert sorted([*MAINTAINED, *REFUSED, *TOO_SLOW]) == list(range(1, 100))
+    assert set(DEFAULT) <= set(MAINTAINED)
+
+
+def test_workloads_commit_one_reproducible_snapshot_each(tpcds_template, tmp_path):
+    """Each workload is one snapshot that changes what it says; the same seed gives the same
+    tables on another copy of the lake."""
+    cons = [_copy(tpcds_template, tmp_path, name) for name in ("a", "b")]
+    for con in cons:
+        rng = random.Random(7)
+        for name, workload in WORKLOADS.items():
+            before = current_snapshot(con, "dl")
+            counts = workload(con, "dl", rng, FRACTION)
+            assert current_snapshot(con, "dl") == before + 1, name
+            assert any(sum(c.values()) for c in counts.values()), name
+    for table in TABLES:
+        digest = f"SELECT count(*), sum(hash(t)) FROM dl.main.{table} t"
+        assert cons[0].execute(digest).fetchone() == cons[1].execute(digest).fetchone(), table
+    for con in cons:
+        con.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="DuckLake's data inlining stores 0.9591791901271283 (a DOUBLE) as ...284; the refresh "
+    "deletes the old view row by content and misses it (TPC-DS Q31 at SF 0.1)",
+)
+def test_double_view_row_is_deleted_after_inlining(lake):
+    """A refresh inserts a row whose DOUBLE is x / y = 54882.90 / 57218.61 (an insert of under
+    10 rows: inlined into the catalog), the next refresh must delete it."""
+    table = TableSpec("t", [Column("k", "INTEGER"), Column("x", "DOUBLE"), Column("y", "DOUBLE")])
+    table.rows = [(1, 1.0, 1.0)]
+    cycles = [
+        [[Update("t", "x = 54882.90, y = 57218.61", "k = 1")]],
+        [[Update("t", "x = 1", "k = 1")]],
+    ]
+    run_scenario(DuckLakeHarness(lake), [table], "SELECT k, x / y AS r FROM t", cycles)
