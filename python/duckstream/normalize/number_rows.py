@@ -89,7 +89,7 @@ def _output_named(
             if name.name.lower() == expression.name.lower():
                 return name
     for item, name in zip(select.expressions, names, strict=True):
-        if item.unalias() == expression:
+        if item.unalias().unnest() == expression.unnest():  # `(x)` is `x`
             return name
     return None
 
