@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from sqlglot import exp
 
@@ -38,6 +39,31 @@ def in_subquery(node: exp.Expr, top: exp.Expr) -> bool:
             return True
         parent = parent.parent
     return False
+
+
+Node = TypeVar("Node", bound=exp.Expr)
+
+
+def rewrite_innermost_first(
+    expression: exp.Expr, nodes: Sequence[Node], rewrite: Callable[[Node], exp.Expr]
+) -> exp.Expr:
+    """``expression`` with each of ``nodes`` (found in it, outer before inner, as
+    ``find_all`` lists them) replaced by ``rewrite(node)``, innermost first: a rewrite sees
+    the nodes nested in its own already rewritten. ``expression`` itself may be one of them.
+
+    >>> from sqlglot import parse_one
+    >>> tree = parse_one("SELECT a FROM (SELECT b FROM t) AS s")
+    >>> wrap = lambda q: exp.select("*").from_(exp.Subquery(this=q.copy(), alias="w"))
+    >>> rewrite_innermost_first(tree, list(tree.find_all(exp.Select)), wrap).sql()
+    'SELECT * FROM (SELECT a FROM (SELECT * FROM (SELECT b FROM t) AS w) AS s) AS w'
+    """
+    for node in reversed(nodes):
+        rewritten = rewrite(node)
+        if node is expression:
+            expression = rewritten
+        else:
+            node.replace(rewritten)
+    return expression
 
 
 class RaiseError(exp.Expression, exp.Func):

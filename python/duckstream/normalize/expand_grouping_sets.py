@@ -32,6 +32,7 @@ import itertools
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.expressions import rewrite_innermost_first
 
 # CUBE of n expressions is 2**n branches, each a scan of the input at both snapshots; the
 # operator tree nests one union per branch (64 exceed Python's recursion limit).
@@ -43,12 +44,9 @@ def expand_grouping_sets(expression: exp.Expr, grand_total_over_no_rows: bool = 
     (``HAVING COUNT(*) > 0``), as Spark's grouping sets do."""
     expression = expression.copy()
     selects = [s for s in expression.find_all(exp.Select) if _has_sets(s)]
-    for select in reversed(selects):  # innermost first
-        expanded = _expand(select, grand_total_over_no_rows)
-        if select is expression:
-            expression = expanded
-        else:
-            select.replace(expanded)
+    expression = rewrite_innermost_first(
+        expression, selects, lambda s: _expand(s, grand_total_over_no_rows)
+    )
     return expression
 
 

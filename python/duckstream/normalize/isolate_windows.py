@@ -33,6 +33,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.expressions import rewrite_innermost_first
 from duckstream.normalize.wrap_set_operation import select_from
 from duckstream.tree.base import aliased
 
@@ -64,12 +65,7 @@ def _parents(node: exp.Expr, top: exp.Expr) -> list[exp.Expr]:
 def isolate_windows(expression: exp.Expr) -> exp.Expr:
     expression = expression.copy()
     selects = [s for s in expression.find_all(exp.Select) if has_window(s)]
-    for select in reversed(selects):  # innermost first
-        isolated = _isolate(select)
-        if select is expression:
-            expression = isolated
-        else:
-            select.replace(isolated)
+    expression = rewrite_innermost_first(expression, selects, _isolate)
     if isinstance(expression, exp.Select) and has_window(expression):
         return select_from(expression, OUTER)
     return expression

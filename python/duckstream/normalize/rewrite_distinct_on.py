@@ -22,6 +22,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.expressions import rewrite_innermost_first
 from duckstream.normalize.number_rows import RANK, number_rows
 from duckstream.normalize.wrap_set_operation import output_names
 from duckstream.tree.base import aliased
@@ -32,13 +33,7 @@ FIRST = "_ivm_first"
 def rewrite_distinct_on(expression: exp.Expr) -> exp.Expr:
     expression = expression.copy()
     selects = [s for s in expression.find_all(exp.Select) if _distinct_on(s) is not None]
-    for select in reversed(selects):  # innermost first
-        rewritten = _rewrite(select)
-        if select is expression:
-            expression = rewritten
-        else:
-            select.replace(rewritten)
-    return expression
+    return rewrite_innermost_first(expression, selects, _rewrite)
 
 
 def _distinct_on(select: exp.Select) -> exp.Expr | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.expressions import rewrite_innermost_first
 from duckstream.normalize.number_rows import RANK, number_rows
 from duckstream.normalize.wrap_set_operation import output_names, select_from
 from duckstream.tree.base import aliased
@@ -41,13 +42,7 @@ def rewrite_top_k(expression: exp.Expr) -> exp.Expr:
         for q in expression.find_all(exp.Select, exp.SetOperation)
         if q.args.get("limit") or q.args.get("offset")
     ]
-    for query in reversed(limited):  # innermost first
-        rewritten = _rewrite(query)
-        if query is expression:
-            expression = rewritten
-        else:
-            query.replace(rewritten)
-    return expression
+    return rewrite_innermost_first(expression, limited, _rewrite)
 
 
 def _rewrite(query: exp.Select | exp.SetOperation) -> exp.Query:
