@@ -1020,6 +1020,19 @@ ROW_FRAMES = [
 
 
 @st.composite
+def _first_table_maybe_joined(draw, tables_: list[TableSpec]) -> tuple[str, list]:
+    """The first table as ``o``, in a quarter of the draws LEFT JOINed to the last as ``i``
+    on ``k``: the FROM clause and its (qualified column, type) pairs."""
+    t0, t1 = tables_[0], tables_[-1]
+    columns = [(f"o.{quote_ident(c.name)}", c.type) for c in t0.columns]
+    source = f"{quote_ident(t0.name)} AS o"
+    if len(tables_) > 1 and draw(st.integers(0, 3)) == 0:
+        source += f" LEFT JOIN {quote_ident(t1.name)} AS i ON i.k = o.k"
+        columns += [(f"i.{quote_ident(c.name)}", c.type) for c in t1.columns]
+    return source, columns
+
+
+@st.composite
 def window_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
     """A view with one to three window functions over the first table (alias ``o``), maybe
     LEFT JOINed to the last (``i``), maybe filtered: partitioned by none, one or two
@@ -1032,12 +1045,8 @@ def window_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
     GROUP BY instead (:func:`_grouped_windows`). ``portable``: no ``QUALIFY`` (not in Spark
     3.5).
     """
-    t0, t1 = tables_[0], tables_[-1]
-    columns = [(f"o.{quote_ident(c.name)}", c.type) for c in t0.columns]
-    source = f"{quote_ident(t0.name)} AS o"
-    if len(tables_) > 1 and draw(st.integers(0, 3)) == 0:
-        source += f" LEFT JOIN {quote_ident(t1.name)} AS i ON i.k = o.k"
-        columns += [(f"i.{quote_ident(c.name)}", c.type) for c in t1.columns]
+    t1 = tables_[-1]
+    source, columns = draw(_first_table_maybe_joined(tables_))
     refs = [ref for ref, _ in columns]
     numeric = [ref for ref, type_ in columns if type_ in NUMERIC]
 
@@ -1220,12 +1229,8 @@ def top_k_views(draw, tables_: list[TableSpec]) -> str:
     joined or aggregated, a UNION ALL branch, or the ranked rows of a UNION ALL. Portable:
     Spark's transpiled SQL has neither DISTINCT ON nor FETCH, and sqlglot writes both.
     """
-    t0, t1 = tables_[0], tables_[-1]
-    columns = [(f"o.{quote_ident(c.name)}", c.type) for c in t0.columns]
-    source = f"{quote_ident(t0.name)} AS o"
-    if len(tables_) > 1 and draw(st.integers(0, 3)) == 0:
-        source += f" LEFT JOIN {quote_ident(t1.name)} AS i ON i.k = o.k"
-        columns += [(f"i.{quote_ident(c.name)}", c.type) for c in t1.columns]
+    t1 = tables_[-1]
+    source, columns = draw(_first_table_maybe_joined(tables_))
     refs = [ref for ref, _ in columns]
     where = f" WHERE {draw(predicate(columns))}" if draw(st.integers(0, 3)) == 0 else ""
     shown = list(dict.fromkeys(draw(st.lists(st.sampled_from(refs), min_size=1, max_size=3))))

@@ -26,8 +26,18 @@ from typing import NamedTuple
 import duckdb
 import sqlglot
 
-from duckstream.testing.ducklake import load_extension, quote
-from duckstream.testing.tpch import Counts, Workload, _counts, _merge, _scalar, _transaction
+from duckstream.testing.ducklake import quote
+from duckstream.testing.generated import (
+    Counts,
+    Workload,
+    counts,
+    generated_schema,
+    load_generated,
+    merge,
+    query_texts,
+    scalar,
+    transaction,
+)
 
 TABLES = (
     "call_center",
@@ -55,8 +65,6 @@ TABLES = (
     "web_sales",
     "web_site",
 )
-
-_GEN_CATALOG = "__duckstream_tpcds_gen"
 
 
 class Fact(NamedTuple):
@@ -149,26 +157,7 @@ def load_tpcds(
     dsdgen writes into a scratch in-memory catalog (SF 0.01 takes about half a second, SF 0.1
     about two); the copy is one DuckLake commit.
     """
-    load_extension(con, "tpcds")
-    con.execute(f"ATTACH ':memory:' AS {quote(_GEN_CATALOG)}")
-    try:
-        con.execute("CALL dsdgen(sf = ?, catalog = ?)", [scale_factor, _GEN_CATALOG])
-        with _transaction(con):
-            con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(catalog)}.{quote(schema)}")
-            for table in TABLES:
-                con.execute(
-                    f"CREATE TABLE {quote(catalog)}.{quote(schema)}.{table} AS "
-                    f"SELECT * FROM {quote(_GEN_CATALOG)}.main.{table}"
-                )
-    finally:
-        con.execute(f"DETACH {quote(_GEN_CATALOG)}")
-
-
-@functools.cache
-def _query_texts() -> dict[int, str]:
-    with duckdb.connect() as con:
-        load_extension(con, "tpcds")
-        return dict(con.execute("SELECT query_nr, query FROM tpcds_queries()").fetchall())
+    load_generated(con, "tpcds", TABLES, catalog, scale_factor, schema)
 
 
 @functools.cache
@@ -181,7 +170,7 @@ def tpcds_query(n: int, keep_limit: bool = False) -> str:
     >>> "LIMIT" in tpcds_query(1, keep_limit=True), "LIMIT" in tpcds_query(1)
     (True, False)
     """
-    text = _query_texts()[n].strip().rstrip(";")
+    text = query_texts("tpcds")[n].strip().rstrip(";")
     if keep_limit:
         return text
     tree = sqlglot.parse_one(text, dialect="duckdb")
@@ -190,20 +179,10 @@ def tpcds_query(n: int, keep_limit: bool = False) -> str:
     return tree.sql(dialect="duckdb", pretty=True)
 
 
-@functools.cache
 def tpcds_schema() -> dict[str, dict[str, str]]:
     """The TPC-DS tables' columns and types (``compile_ivm``'s ``schema=``), from an empty
     dsdgen."""
-    with duckdb.connect() as con:
-        load_extension(con, "tpcds")
-        con.execute("CALL dsdgen(sf = 0)")
-        schema: dict[str, dict[str, str]] = {}
-        for table, column, data_type in con.execute(
-            "SELECT table_name, column_name, data_type FROM duckdb_columns()"
-            " WHERE database_name = current_database() ORDER BY table_name, column_index"
-        ).fetchall():
-            schema.setdefault(table, {})[column] = data_type
-        return schema
+    return generated_schema("tpcds")
 
 
 def _fqn(catalog: str, schema: str, table: str) -> str:
@@ -214,7 +193,7 @@ def _how_many(con: duckdb.DuckDBPyConnection, sql: str, fraction: float) -> int:
     """Rows (or orders) a batch touches: ``fraction`` of ``sql``'s count, at least one."""
     if fraction <= 0:
         return 0
-    return max(1, round(fraction * _scalar(con, f"SELECT count(*) FROM ({sql})")))
+    return max(1, round(fraction * scalar(con, f"SELECT count(*) FROM ({sql})")))
 
 
 def _orders(table: str, number: str) -> str:
@@ -241,11 +220,11 @@ def _channels(catalog: str, schema: str) -> list[Channel]:
 def _channel_counts(channel: Channel, what: str, sales: int, returns: int) -> Counts:
     (s_table, _), (r_table, _) = channel
     bare = (s_table.rsplit(".", 1)[-1], r_table.rsplit(".", 1)[-1])
-    return _merge(_counts(bare[0], **{what: sales}), _counts(bare[1], **{what: returns}))
+    return merge(counts(bare[0], **{what: sales}), counts(bare[1], **{what: returns}))
 
 
 def _max_order(con: duckdb.DuckDBPyConnection, channel: Channel) -> int:
-    return max(_scalar(con, f"SELECT max({number}) FROM {table}") for table, number in channel)
+    return max(scalar(con, f"SELECT max({number}) FROM {table}") for table, number in channel)
 
 
 def _append_channel(
@@ -263,8 +242,8 @@ def _append_channel(
         " FROM {t} src JOIN {r} ON src.{c} = renumber.old"
     )
     # Returns first: the pick reads the sales table, which must not hold the copies yet.
-    returns = _scalar(con, copy.format(t=r_table, c=r_number, r=renumber))
-    sales = _scalar(con, copy.format(t=s_table, c=s_number, r=renumber))
+    returns = scalar(con, copy.format(t=r_table, c=r_number, r=renumber))
+    sales = scalar(con, copy.format(t=s_table, c=s_number, r=renumber))
     return _channel_counts(channel, "inserted", sales, returns)
 
 
@@ -276,8 +255,8 @@ def _delete_channel(
     picked = _pick_orders(
         s_table, s_number, seed, _how_many(con, _orders(s_table, s_number), fraction)
     )
-    returns = _scalar(con, f"DELETE FROM {r_table} WHERE {r_number} IN ({picked})")
-    sales = _scalar(con, f"DELETE FROM {s_table} WHERE {s_number} IN ({picked})")
+    returns = scalar(con, f"DELETE FROM {r_table} WHERE {r_number} IN ({picked})")
+    sales = scalar(con, f"DELETE FROM {s_table} WHERE {s_number} IN ({picked})")
     return _channel_counts(channel, "deleted", sales, returns)
 
 
@@ -291,10 +270,10 @@ def append_sales(
     """In every channel, copy ``fraction`` of the orders (lines and returns) as new orders."""
     seeds = [rng.getrandbits(32) for _ in CHANNELS]
     parts = []
-    with _transaction(con):
+    with transaction(con):
         for channel, seed in zip(_channels(catalog, schema), seeds, strict=True):
             parts.append(_append_channel(con, channel, seed, fraction, _max_order(con, channel)))
-    return _merge(*parts)
+    return merge(*parts)
 
 
 def delete_sales(
@@ -307,10 +286,10 @@ def delete_sales(
     """In every channel, delete ``fraction`` of the orders together with their returns."""
     seeds = [rng.getrandbits(32) for _ in CHANNELS]
     parts = []
-    with _transaction(con):
+    with transaction(con):
         for channel, seed in zip(_channels(catalog, schema), seeds, strict=True):
             parts.append(_delete_channel(con, channel, seed, fraction))
-    return _merge(*parts)
+    return merge(*parts)
 
 
 def mixed(
@@ -326,12 +305,12 @@ def mixed(
     """
     seeds = [(rng.getrandbits(32), rng.getrandbits(32)) for _ in CHANNELS]
     parts = []
-    with _transaction(con):
+    with transaction(con):
         for channel, (s1, s2) in zip(_channels(catalog, schema), seeds, strict=True):
             base = _max_order(con, channel)
             parts.append(_delete_channel(con, channel, s1, fraction))
             parts.append(_append_channel(con, channel, s2, fraction, base))
-    return _merge(*parts)
+    return merge(*parts)
 
 
 def _decimal_columns(
@@ -359,7 +338,7 @@ def update_facts(
     by up to 30 days."""
     seed = rng.getrandbits(32)
     parts = []
-    with _transaction(con):
+    with transaction(con):
         for table, fact in FACTS.items():
             t = _fqn(catalog, schema, table)
             n = _how_many(con, f"SELECT * FROM {t}", fraction)
@@ -380,11 +359,11 @@ def update_facts(
                 f" ORDER BY hash({seed}, 'pick', {key}) LIMIT {n}"
             )
             same_key = " AND ".join(f"{k} = pick.k{i}" for i, k in enumerate(fact.key))
-            updated = _scalar(
+            updated = scalar(
                 con, f"UPDATE {t} SET {', '.join(sets)} FROM ({pick}) pick WHERE {same_key}"
             )
-            parts.append(_counts(table, updated=updated))
-    return _merge(*parts)
+            parts.append(counts(table, updated=updated))
+    return merge(*parts)
 
 
 def update_dimensions(
@@ -398,7 +377,7 @@ def update_dimensions(
     promotion and ship mode rows: each listed column gets a value drawn from its own values."""
     seed = rng.getrandbits(32)
     parts = []
-    with _transaction(con):
+    with transaction(con):
         for table, dim in DIMENSIONS.items():
             t = _fqn(catalog, schema, table)
             n = _how_many(con, f"SELECT * FROM {t} WHERE {dim.where}", fraction)
@@ -411,11 +390,9 @@ def update_dimensions(
                 f"SELECT {dim.key} FROM {t} WHERE {dim.where}"
                 f" ORDER BY hash({seed}, {dim.key}) LIMIT {n}"
             )
-            updated = _scalar(
-                con, f"UPDATE {t} SET {', '.join(sets)} WHERE {dim.key} IN ({picked})"
-            )
-            parts.append(_counts(table, updated=updated))
-    return _merge(*parts)
+            updated = scalar(con, f"UPDATE {t} SET {', '.join(sets)} WHERE {dim.key} IN ({picked})")
+            parts.append(counts(table, updated=updated))
+    return merge(*parts)
 
 
 WORKLOADS: dict[str, Workload] = {

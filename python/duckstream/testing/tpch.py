@@ -14,21 +14,25 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Generator
-from contextlib import contextmanager
 
 import duckdb
 import sqlglot
 from sqlglot import exp
 
-from duckstream.testing.ducklake import load_extension, quote
+from duckstream.testing.ducklake import quote
+from duckstream.testing.generated import (
+    Counts,
+    Workload,
+    counts,
+    generated_schema,
+    load_generated,
+    merge,
+    query_texts,
+    scalar,
+    transaction,
+)
 
 TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
-
-Counts = dict[str, dict[str, int]]
-Workload = Callable[..., Counts]
-
-_GEN_CATALOG = "__duckstream_tpch_gen"
 
 
 def load_tpch(
@@ -40,26 +44,7 @@ def load_tpch(
     single-threaded (about 20 s at SF1; concurrent dbgen calls crash), so for large scale
     factors copy a loaded lake directory instead of reloading (see ``attach_ducklake``).
     """
-    load_extension(con, "tpch")
-    con.execute(f"ATTACH ':memory:' AS {quote(_GEN_CATALOG)}")
-    try:
-        con.execute("CALL dbgen(sf = ?, catalog = ?)", [scale_factor, _GEN_CATALOG])
-        with _transaction(con):
-            con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(catalog)}.{quote(schema)}")
-            for table in TABLES:
-                con.execute(
-                    f"CREATE TABLE {quote(catalog)}.{quote(schema)}.{table} AS "
-                    f"SELECT * FROM {quote(_GEN_CATALOG)}.main.{table}"
-                )
-    finally:
-        con.execute(f"DETACH {quote(_GEN_CATALOG)}")
-
-
-@functools.cache
-def _query_texts() -> dict[int, str]:
-    with duckdb.connect() as con:
-        load_extension(con, "tpch")
-        return dict(con.execute("SELECT query_nr, query FROM tpch_queries()").fetchall())
+    load_generated(con, "tpch", TABLES, catalog, scale_factor, schema)
 
 
 @functools.cache
@@ -68,7 +53,7 @@ def tpch_query(n: int) -> str:
 
     A maintained view is a bag, so the final ordering and row limit are dropped.
     """
-    tree = sqlglot.parse_one(_query_texts()[n], dialect="duckdb")
+    tree = sqlglot.parse_one(query_texts("tpch")[n], dialect="duckdb")
     tree.set("order", None)
     tree.set("limit", None)
     return tree.sql(dialect="duckdb", pretty=True)
@@ -104,7 +89,7 @@ def tpch_view(name: str) -> str:
     if not variant:
         return text
     if variant == "limit":
-        original = sqlglot.parse_one(_query_texts()[int(number)], dialect="duckdb")
+        original = sqlglot.parse_one(query_texts("tpch")[int(number)], dialect="duckdb")
         if not original.args.get("limit"):
             raise ValueError(f"TPC-H Q{number} has no LIMIT")
         return original.sql(dialect="duckdb", pretty=True)
@@ -120,61 +105,20 @@ def tpch_view(name: str) -> str:
     return tree.sql(dialect="duckdb", pretty=True)
 
 
-@functools.cache
 def tpch_schema() -> dict[str, dict[str, str]]:
     """The TPC-H tables' columns and types (``compile_ivm``'s ``schema=``), from an empty dbgen."""
-    with duckdb.connect() as con:
-        load_extension(con, "tpch")
-        con.execute("CALL dbgen(sf = 0)")
-        schema: dict[str, dict[str, str]] = {}
-        for table, column, data_type in con.execute(
-            "SELECT table_name, column_name, data_type FROM duckdb_columns()"
-            " WHERE database_name = current_database() ORDER BY table_name, column_index"
-        ).fetchall():
-            schema.setdefault(table, {})[column] = data_type
-        return schema
-
-
-@contextmanager
-def _transaction(con: duckdb.DuckDBPyConnection) -> Generator[None]:
-    con.execute("BEGIN")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
+    return generated_schema("tpch")
 
 
 def _tables(catalog: str, schema: str) -> dict[str, str]:
     return {t: f"{quote(catalog)}.{quote(schema)}.{t}" for t in TABLES}
 
 
-def _scalar(con: duckdb.DuckDBPyConnection, sql: str) -> int:
-    row = con.execute(sql).fetchone()
-    assert row is not None
-    return int(row[0] or 0)
-
-
 def _how_many(con: duckdb.DuckDBPyConnection, table: str, fraction: float) -> int:
     """Rows a batch touches: ``fraction`` of the table, at least one unless fraction is 0."""
     if fraction <= 0:
         return 0
-    return max(1, round(fraction * _scalar(con, f"SELECT count(*) FROM {table}")))
-
-
-def _counts(table: str, inserted: int = 0, deleted: int = 0, updated: int = 0) -> Counts:
-    return {table: {"inserted": inserted, "deleted": deleted, "updated": updated}}
-
-
-def _merge(*parts: Counts) -> Counts:
-    out: Counts = {}
-    for part in parts:
-        for table, counts in part.items():
-            slot = out.setdefault(table, {"inserted": 0, "deleted": 0, "updated": 0})
-            for key, value in counts.items():
-                slot[key] += value
-    return out
+    return max(1, round(fraction * scalar(con, f"SELECT count(*) FROM {table}")))
 
 
 # New lineitems for orders base+1 .. base+n. Each order gets 1-7 lines; (partkey, suppkey) pairs
@@ -243,20 +187,20 @@ def _append(
 ) -> Counts:
     """Insert ``n`` orders with keys ``base+1 .. base+n`` and their lineitems."""
     if n == 0:
-        return _merge(_counts("orders"), _counts("lineitem"))
-    clerks = max(1, _scalar(con, f"SELECT count(*) FROM {t['supplier']}") // 10)
+        return merge(counts("orders"), counts("lineitem"))
+    clerks = max(1, scalar(con, f"SELECT count(*) FROM {t['supplier']}") // 10)
     fill = {**t, "s": seed, "n": n, "base": base, "clerks": clerks}
-    lines = _scalar(con, _APPEND_LINEITEM.format(**fill))
-    orders = _scalar(con, _APPEND_ORDERS.format(**fill))
-    return _merge(_counts("orders", inserted=orders), _counts("lineitem", inserted=lines))
+    lines = scalar(con, _APPEND_LINEITEM.format(**fill))
+    orders = scalar(con, _APPEND_ORDERS.format(**fill))
+    return merge(counts("orders", inserted=orders), counts("lineitem", inserted=lines))
 
 
 def _delete(con: duckdb.DuckDBPyConnection, t: dict[str, str], seed: int, n: int) -> Counts:
     """Delete ``n`` pseudo-randomly chosen orders and all their lineitems (lines first)."""
     keys = f"SELECT o_orderkey FROM {t['orders']} ORDER BY hash({seed}, o_orderkey) LIMIT {n}"
-    lines = _scalar(con, f"DELETE FROM {t['lineitem']} WHERE l_orderkey IN ({keys})")
-    orders = _scalar(con, f"DELETE FROM {t['orders']} WHERE o_orderkey IN ({keys})")
-    return _merge(_counts("orders", deleted=orders), _counts("lineitem", deleted=lines))
+    lines = scalar(con, f"DELETE FROM {t['lineitem']} WHERE l_orderkey IN ({keys})")
+    orders = scalar(con, f"DELETE FROM {t['orders']} WHERE o_orderkey IN ({keys})")
+    return merge(counts("orders", deleted=orders), counts("lineitem", deleted=lines))
 
 
 def append(
@@ -268,9 +212,9 @@ def append(
 ) -> Counts:
     """Insert ``fraction`` x |orders| new orders (keys above the current max), 1-7 lines each."""
     t = _tables(catalog, schema)
-    with _transaction(con):
+    with transaction(con):
         n = _how_many(con, t["orders"], fraction)
-        base = _scalar(con, f"SELECT max(o_orderkey) FROM {t['orders']}")
+        base = scalar(con, f"SELECT max(o_orderkey) FROM {t['orders']}")
         return _append(con, t, rng.getrandbits(32), n, base)
 
 
@@ -283,7 +227,7 @@ def delete_orders(
 ) -> Counts:
     """Delete ``fraction`` of the orders together with all their lineitems."""
     t = _tables(catalog, schema)
-    with _transaction(con):
+    with transaction(con):
         return _delete(con, t, rng.getrandbits(32), _how_many(con, t["orders"], fraction))
 
 
@@ -300,11 +244,11 @@ def mixed(
     """
     t = _tables(catalog, schema)
     delete_seed, append_seed = rng.getrandbits(32), rng.getrandbits(32)
-    with _transaction(con):
+    with transaction(con):
         n = _how_many(con, t["orders"], fraction)
-        base = _scalar(con, f"SELECT max(o_orderkey) FROM {t['orders']}")
+        base = scalar(con, f"SELECT max(o_orderkey) FROM {t['orders']}")
         deleted = _delete(con, t, delete_seed, n)
-        return _merge(deleted, _append(con, t, append_seed, n, base))
+        return merge(deleted, _append(con, t, append_seed, n, base))
 
 
 def large(
@@ -347,10 +291,10 @@ def update_lineitem(
     """Update ``fraction`` of the lineitems: quantity/price/discount, sometimes ship date/flag."""
     t = _tables(catalog, schema)
     seed = rng.getrandbits(32)
-    with _transaction(con):
+    with transaction(con):
         n = _how_many(con, t["lineitem"], fraction)
-        updated = _scalar(con, _UPDATE_LINEITEM.format(**t, s=seed, n=n)) if n else 0
-    return _counts("lineitem", updated=updated)
+        updated = scalar(con, _UPDATE_LINEITEM.format(**t, s=seed, n=n)) if n else 0
+    return counts("lineitem", updated=updated)
 
 
 def _pick(table: str, key: str, seed: int, n: int) -> str:
@@ -382,7 +326,7 @@ def update_dimensions(
     s = rng.getrandbits(32)
     nations = _domain(t["nation"], "n_nationkey")
     c, p, su, ps = t["customer"], t["part"], t["supplier"], t["partsupp"]
-    with _transaction(con):
+    with transaction(con):
         n = {name: _how_many(con, t[name], fraction) for name in ("customer", "part", "supplier")}
         n_ps = _how_many(con, ps, fraction)
         statements = {
@@ -409,7 +353,7 @@ def update_dimensions(
                     ORDER BY hash({s}, ps_partkey, ps_suppkey) LIMIT {n_ps}) pick
                 WHERE ps_partkey = pick.pk AND ps_suppkey = pick.sk""",
         }
-        return _merge(*(_counts(k, updated=_scalar(con, sql)) for k, sql in statements.items()))
+        return merge(*(counts(k, updated=scalar(con, sql)) for k, sql in statements.items()))
 
 
 WORKLOADS: dict[str, Workload] = {
