@@ -281,6 +281,21 @@ class DuckLakeEngine(Engine):
             PinSnapshot(f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})")
         ]
 
+    def populate(self, inserts: list[exp.Insert]) -> list[Step]:
+        """Empty and fill the view's table, first keeping it out of data inlining. DuckLake
+        keeps small inserts in the catalog database, where a DOUBLE can come back one unit in
+        the last place off (0.9591791901271283 reads back as ...284); the bag and grouped sinks
+        find a view row by its values, so such a row would never be deleted (TPC-DS Q31). The
+        option belongs to the table (a rebuild's CREATE OR REPLACE drops it), so it is set
+        with every fill, in the fill's transaction."""
+        tgt = self.tgt
+        no_inlining = Sql(
+            f"CALL {self.sql(exp.to_identifier(tgt.catalog, quoted=True))}.set_option("
+            f"'data_inlining_row_limit', 0, schema => {_lit(tgt.schema)},"
+            f" table_name => {_lit(tgt.name)})"
+        )
+        return [no_inlining, *super().populate(inserts)]
+
     def record_cursors(self) -> list[Step]:
         return self._write_cursors(guard=None)
 
