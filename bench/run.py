@@ -23,7 +23,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -141,6 +141,9 @@ class Run:
     mv_rows_written: int
     equal: bool
     change_rows: dict[str, int] = field(default_factory=dict)
+    # auto's estimate of each source (SourceEstimate's fields), to re-fit the cost model's
+    # constants offline against the measured paths
+    estimates: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -333,6 +336,7 @@ def measure_rep(
                 mv_rows_written=written,
                 equal=a["equal"] and equal_incremental and equal_full,
                 change_rows=report.change_rows,
+                estimates={n: asdict(e) for n, e in report.sources.items()},
             )
             runs.append(run)
             log(
