@@ -33,6 +33,7 @@ from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
 from duckstream.expressions import rewrite_innermost_first
+from duckstream.normalize.isolate_windows import has_window, isolate
 
 # CUBE of n expressions is 2**n branches, each a scan of the input at both snapshots; the
 # operator tree nests one union per branch (64 exceed Python's recursion limit).
@@ -61,24 +62,24 @@ def _has_sets(select: exp.Select) -> bool:
 
 def _expand(select: exp.Select, grand_total_over_no_rows: bool) -> exp.Query:
     text = select.sql()[:120]
-    if any(select.find_all(exp.Window)):
-        raise UnsupportedSQLError(
-            "grouping_sets", f"window functions over GROUPING SETS are not maintained: `{text}`"
-        )
     group = select.args["group"]
     if group.args.get("totals"):
         raise UnsupportedSQLError("grouping_sets", f"WITH TOTALS is not maintained: `{text}`")
     sets = grouping_sets(group)
+    if has_window(select):
+        # the windows read the union of the sets' rows: the aggregate under them is expanded
+        # (as isolate_windows puts a GROUP BY under its windows), the windows stay on top
+        isolated = isolate(select, _universe(sets))
+        under = isolated.find(exp.Subquery)
+        assert under is not None and isinstance(under.this, exp.Select)
+        under.set("this", _expand(under.this, grand_total_over_no_rows))
+        return isolated
     if len(sets) > MAX_SETS:
         raise UnsupportedSQLError(
             "grouping_sets",
             f"{len(sets)} grouping sets (more than {MAX_SETS}) are not maintained: `{text}`",
         )
-    universe: list[exp.Expr] = []
-    for grouping_set in sets:
-        for e in grouping_set:
-            if not any(e == u for u in universe):
-                universe.append(e)
+    universe = _universe(sets)
     branches = [_branch(select, grouping_set, universe) for grouping_set in sets]
     if not grand_total_over_no_rows:
         for grouping_set, branch in zip(sets, branches, strict=True):
@@ -91,6 +92,16 @@ def _expand(select: exp.Select, grand_total_over_no_rows: bool) -> exp.Query:
     for branch in branches[1:]:
         result = exp.union(result, branch, distinct=bool(select.args.get("distinct")))
     return result
+
+
+def _universe(sets: list[list[exp.Expr]]) -> list[exp.Expr]:
+    """Every expression some grouping set names, once, in order."""
+    universe: list[exp.Expr] = []
+    for grouping_set in sets:
+        for e in grouping_set:
+            if not any(e == u for u in universe):
+                universe.append(e)
+    return universe
 
 
 def grouping_sets(group: exp.Group) -> list[list[exp.Expr]]:

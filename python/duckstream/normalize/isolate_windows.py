@@ -72,17 +72,45 @@ def isolate_windows(expression: exp.Expr) -> exp.Expr:
 
 
 def _isolate(select: exp.Select) -> exp.Select:
+    if _is_isolated(select):
+        return select
+    return isolate(select)
+
+
+def _is_isolated(select: exp.Select) -> bool:
+    """Whether ``select`` already reads one derived table ``_ivm_wi`` and only selects (as
+    :func:`isolate` leaves a SELECT over grouping sets, expanded under it)."""
+    source = select.args.get("from_")
+    plain = not any(select.args.get(k) for k in ("joins", "where", "group", "having", "distinct"))
+    return (
+        plain
+        and source is not None
+        and isinstance(source.this, exp.Subquery)
+        and source.this.alias == INNER
+    )
+
+
+def isolate(select: exp.Select, grouping_keys: list[exp.Expr] | None = None) -> exp.Select:
+    """``select`` (with windows) as ``SELECT <its items> FROM (<its input>) AS _ivm_wi``.
+
+    ``grouping_keys``: ``select`` groups by grouping sets, of these expressions (every one any
+    set names); the input then keeps ``select``'s own GROUP BY, for
+    :mod:`~duckstream.normalize.expand_grouping_sets` to expand, and its ``GROUPING()`` calls.
+    """
     if select.args.get("distinct"):
         # DISTINCT applies to the rows the windows numbered: a DISTINCT over them.
         plain = select.copy()
         plain.set("distinct", None)
-        distinct = select_from(_isolate(plain), "_ivm_wd")
+        distinct = select_from(isolate(plain, grouping_keys), "_ivm_wd")
         distinct.set("distinct", exp.Distinct())
         return distinct
     grouped = bool(select.args.get("group") or select.args.get("having")) or any(
         _own_aggregates(item) for item in select.expressions
     )
-    inner, names = _grouped_input(select) if grouped else _input(select)
+    if grouped:
+        inner, names = _grouped_input(select, grouping_keys)
+    else:
+        inner, names = _input(select)
 
     def rename(node: exp.Expr) -> exp.Expr:
         if isinstance(node.parent, exp.Window) and node.arg_key == "this":
@@ -113,12 +141,16 @@ def _input(select: exp.Select) -> tuple[exp.Select, dict[str, str]]:
     return inner, names
 
 
-def _grouped_input(select: exp.Select) -> tuple[exp.Select, dict[str, str]]:
+def _grouped_input(
+    select: exp.Select, grouping_keys: list[exp.Expr] | None = None
+) -> tuple[exp.Select, dict[str, str]]:
     """The aggregate below the windows: the SELECT's grouping keys and its aggregates
-    (outside windows, or a window's argument: ``sum(sum(x)) OVER ()``), grouped and filtered
-    as the SELECT is; the windows then read one row per group."""
+    (outside windows, or a window's argument: ``sum(sum(x)) OVER ()``; ``GROUPING(a)`` is
+    one), grouped and filtered as the SELECT is; the windows then read one row per group."""
     group = select.args.get("group")
-    if group is not None and group.args.get("all"):  # GROUP BY ALL: the plain items
+    if grouping_keys is not None:
+        keys = grouping_keys
+    elif group is not None and group.args.get("all"):  # GROUP BY ALL: the plain items
         keys = [
             item.unalias()
             for item in select.expressions
@@ -129,7 +161,7 @@ def _grouped_input(select: exp.Select) -> tuple[exp.Select, dict[str, str]]:
     aggregates: dict[str, exp.Expr] = {}
     for item in select.expressions:
         for call in item.find_all(exp.AggFunc):
-            if not isinstance(call.parent, exp.Window) and not _in_query(call, item):
+            if not _is_window_function(call) and not _in_query(call, item):
                 aggregates.setdefault(call.sql(), call)
     names = {key.sql(): f"_ivm_c{i}" for i, key in enumerate(keys)}
     names.update({key: f"_ivm_a{i}" for i, key in enumerate(aggregates)})
@@ -138,7 +170,9 @@ def _grouped_input(select: exp.Select) -> tuple[exp.Select, dict[str, str]]:
         *(exp.alias_(a.copy(), names[key]) for key, a in aggregates.items()),
     )
     _copy_from(select, inner)
-    if group is not None:
+    if grouping_keys is not None:
+        inner.set("group", group.copy())
+    elif group is not None:
         inner.set("group", exp.Group(expressions=[k.copy() for k in keys]) if keys else None)
     if select.args.get("having"):
         inner.set("having", select.args["having"].copy())
@@ -170,10 +204,14 @@ def _in_query(node: exp.Expr, top: exp.Expr) -> bool:
     return any(isinstance(p, exp.Query) for p in _parents(node, top))
 
 
+def _is_window_function(call: exp.Expr) -> bool:
+    """``sum(x)`` of ``sum(x) OVER (...)``; not an aggregate in its PARTITION BY."""
+    return isinstance(call.parent, exp.Window) and call.arg_key == "this"
+
+
 def _own_aggregates(item: exp.Expr) -> bool:
     """An aggregate outside any window (``sum(x)``, not ``sum(x) OVER (...)``)."""
     return any(
-        not isinstance(a.parent, exp.Window)
-        and not any(isinstance(p, exp.Query) for p in _parents(a, item))
+        not _is_window_function(a) and not any(isinstance(p, exp.Query) for p in _parents(a, item))
         for a in item.find_all(exp.AggFunc)
     )

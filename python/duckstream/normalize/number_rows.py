@@ -53,7 +53,7 @@ def number_rows(
                     f"`{expression.sql()}`",
                 )
             name = exp.to_identifier(f"_ivm_key{len(hidden)}")
-            hidden.append(exp.alias_(expression.copy(), name))
+            hidden.append(exp.alias_(_spell_out(expression, inner), name))
         return exp.Column(this=name.copy(), table=exp.to_identifier(SORTED))
 
     order = [_ordered(resolve(k.this), k) for k in keys]
@@ -68,6 +68,33 @@ def number_rows(
     )
     items = [exp.alias_(_column(n), n.copy()) for n in names]
     return exp.select(*items, exp.alias_(number, RANK)).from_(aliased(inner, SORTED))
+
+
+def _spell_out(expression: exp.Expr, select: exp.Select) -> exp.Expr:
+    """``expression`` with each unqualified name of an output that is a source column of
+    that name (``t.a AS a``) written as that column. Either reading of such a name (the
+    output, the source column) is the same value; qualified, a later rewrite recognises it
+    (expand_grouping_sets writes NULL for a column its grouping set leaves out).
+
+    >>> from sqlglot import parse_one
+    >>> select = parse_one("SELECT t.a AS a, -t.b AS b FROM t")
+    >>> _spell_out(parse_one("a + b"), select).sql()
+    't.a + b'
+    """
+    columns = {
+        item.alias: item.this
+        for item in select.expressions
+        if isinstance(item, exp.Alias)
+        and isinstance(item.this, exp.Column)
+        and item.this.name == item.alias
+    }
+
+    def spell(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table and node.name in columns:
+            return columns[node.name].copy()
+        return node
+
+    return expression.copy().transform(spell)
 
 
 def _column(name: exp.Identifier) -> exp.Column:

@@ -1272,8 +1272,10 @@ def top_k_views(draw, tables_: list[TableSpec]) -> str:
     if placement == "aggregate":
         return f"SELECT s.c0, count(*) AS m FROM ({sql}) AS s GROUP BY s.c0"
     if placement == "branch":
+        # t1's INTEGER key where c0 is one too: DuckDB refuses to union an INTEGER with a DATE
+        first = "b.k" if dict(columns)[shown[0]] == "INTEGER" else "NULL"
         nulls = ", ".join("NULL" for _ in names[1:])
-        other = f"SELECT b.k{', ' + nulls if nulls else ''} FROM {quote_ident(t1.name)} AS b"
+        other = f"SELECT {first}{', ' + nulls if nulls else ''} FROM {quote_ident(t1.name)} AS b"
         return f"({sql}) UNION ALL {other}"
     if placement == "union":
         return (
