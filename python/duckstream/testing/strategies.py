@@ -1168,8 +1168,9 @@ def grouping_set_views(draw, tables_: list[TableSpec], portable: bool = False) -
     """A view over the first table (maybe joined to the last on ``k``) grouped by ROLLUP,
     CUBE, GROUPING SETS (with a repeat or ``()``), or a key and a ROLLUP (DuckDB has no
     ``WITH ROLLUP``),
-    with aggregates (some over a grouping column), GROUPING / GROUPING_ID, maybe WHERE and
-    HAVING; at the top, or in a derived table read by a filter or an aggregate.
+    with aggregates (some over a grouping column), GROUPING / GROUPING_ID, maybe a window
+    partitioned by the grouping level, maybe WHERE and HAVING; at the top, or in a derived
+    table read by a filter or an aggregate.
     ``portable``: GROUPING_ID's arguments are the grouping columns in order (Spark's rule),
     and not after GROUPING SETS."""
     t0, t1 = tables_[0], tables_[-1]
@@ -1208,6 +1209,13 @@ def grouping_set_views(draw, tables_: list[TableSpec], portable: bool = False) -
         items.append(f"grouping_id({listed}) AS gid")
     elif not portable and draw(st.booleans()):
         items.append(f"grouping_id({', '.join(draw(st.permutations(keys)))}) AS gid")
+    if draw(st.integers(0, 2)) == 0:
+        # a window over the sets' rows (TPC-DS Q36, Q70, Q86); deterministic under ties
+        level = " + ".join(f"grouping({k})" for k in draw(st.permutations(keys))[:2])
+        ranked = draw(st.sampled_from(picked_aggregates))
+        function = draw(st.sampled_from(["rank()", "dense_rank()", f"sum({ranked})", "count(*)"]))
+        order = f" ORDER BY {ranked} DESC" if function.endswith("rank()") else ""
+        items.append(f"{function} OVER (PARTITION BY {level}{order}) AS w")
     where = f" WHERE {draw(predicate(columns))}" if draw(st.integers(0, 3)) == 0 else ""
     having = " HAVING count(*) > 1" if draw(st.integers(0, 3)) == 0 else ""
     inner = f"SELECT {', '.join(items)} FROM {source}{where} GROUP BY {group}{having}"
