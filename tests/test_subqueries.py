@@ -252,6 +252,13 @@ SCENARIOS: dict[str, Scenario] = {
         " WHERE r.x >= (SELECT DISTINCT s.v FROM s WHERE s.k = 3) OR r.x IS NULL",
         CYCLES,
     ),
+    # the correlation repeated in each branch of an OR (TPC-DS Q41): factored out, one key
+    "correlated_in_each_branch_of_an_or": Scenario(
+        [R, S],
+        "SELECT DISTINCT r.id FROM r WHERE (SELECT count(*) FROM s WHERE (s.k = r.k AND s.flag)"
+        " OR (s.k = r.k AND s.v > 15) OR (s.v IS NULL AND s.k = r.k)) > 0",
+        CYCLES,
+    ),
     "scalars_in_select": Scenario(
         [R, S],
         "SELECT r.id, r.x - (SELECT avg(s.v) FROM s) AS diff,"

@@ -12,6 +12,7 @@ from sqlglot.transforms import eliminate_qualify
 from duckstream.normalize.decorrelate_subqueries import decorrelate_subqueries
 from duckstream.normalize.drop_order import drop_order
 from duckstream.normalize.expand_grouping_sets import expand_grouping_sets
+from duckstream.normalize.factor_disjunctions import factor_disjunctions
 from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.isolate_windows import isolate_windows
 from duckstream.normalize.qualify_view import qualify_view
@@ -53,6 +54,8 @@ def normalize(
     expression = rewrite_top_k(expression)
     # after the top-k: its ORDER BY / LIMIT apply to the union of the grouping sets
     expression = expand_grouping_sets(expression, grand_total_over_no_rows)
+    # a correlation repeated in each branch of an OR is one equality (TPC-DS Q41)
+    expression = factor_disjunctions(expression)
     expression = decorrelate_subqueries(expression)
     check_subqueries(expression)  # what decorrelate_subqueries left in place
     expression = isolate_windows(expression)
