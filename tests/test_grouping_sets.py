@@ -96,7 +96,8 @@ SCENARIOS = {
         [SALES],
         "SELECT region, year, count(*) AS n,"
         " sum(amount) * 100.0 / sum(sum(amount)) OVER (PARTITION BY grouping_id(region, year))"
-        " AS share, lag(count(*)) OVER (ORDER BY region NULLS FIRST, year, grouping(year))"
+        " AS share, lag(count(*)) OVER (ORDER BY grouping_id(region, year), region NULLS FIRST,"
+        " year NULLS FIRST)"
         " AS previous FROM sales WHERE amount > 1 GROUP BY CUBE (region, year)",
         CYCLES,
     ),

@@ -18,7 +18,7 @@ every output column are interchangeable, so the choice is a function of the sour
 >>> print(number_rows(select, keys).sql("duckdb"))
 SELECT _ivm_sorted.a AS a, ROW_NUMBER() OVER (ORDER BY _ivm_sorted._ivm_key0 DESC, _ivm_sorted.a) AS _ivm_rank FROM (SELECT t.a AS a, t.b AS _ivm_key0 FROM t) AS _ivm_sorted
 >>> print(break_ties(parse_one("SELECT a, b + 1 AS c FROM t ORDER BY b DESC LIMIT 2")).sql("duckdb"))
-SELECT a, b + 1 AS c FROM t ORDER BY b DESC, a, b + 1 LIMIT 2
+SELECT a, b + 1 AS c FROM t ORDER BY b DESC, 1, 2 LIMIT 2
 """  # noqa: E501
 
 from __future__ import annotations
@@ -125,10 +125,11 @@ def break_ties(expression: exp.Expr, width: int | None = None) -> exp.Expr:
     """Append to every ORDER BY that chooses rows (with LIMIT / OFFSET, or under DISTINCT ON)
     the output columns, ascending, NULLs last: the tie-break :func:`number_rows` maintains.
 
-    A SELECT's columns are appended as its items' expressions (they stay meaningful where a
-    DISTINCT ON becomes a window, as on Spark); a set operation's, a ``*``'s and a window
-    item's by position. ``width``: the number of the view's output columns, where a ``*``
-    hides it.
+    The columns are appended by position, but under DISTINCT ON as the items' expressions
+    (they stay meaningful where a DISTINCT ON becomes a window, as on Spark), except a window
+    item's. (Spark refuses an aggregate's expression in the ORDER BY of a ROLLUP with HAVING
+    and windows: positions it takes.) ``width``: the number of the view's output columns,
+    where a ``*`` hides it.
     """
     expression = expression.copy()
     for query in expression.find_all(exp.Select, exp.SetOperation):
@@ -138,7 +139,7 @@ def break_ties(expression: exp.Expr, width: int | None = None) -> exp.Expr:
             continue
         if isinstance(query.parent, exp.Exists) and not (on or query.args.get("offset")):
             continue  # EXISTS (... LIMIT k): chooses nothing (and Spark refuses its ORDER BY)
-        ties = _tie_breakers(query, width if query is expression else None)
+        ties = _tie_breakers(query, width if query is expression else None, on)
         if ties is None:
             continue
         order = query.args.get("order")
@@ -150,7 +151,7 @@ def break_ties(expression: exp.Expr, width: int | None = None) -> exp.Expr:
     return expression
 
 
-def _tie_breakers(query: exp.Expr, width: int | None) -> list[exp.Expr] | None:
+def _tie_breakers(query: exp.Expr, width: int | None, on: bool) -> list[exp.Expr] | None:
     first = query
     while isinstance(first, exp.SetOperation | exp.Subquery):
         first = first.this
@@ -160,7 +161,7 @@ def _tie_breakers(query: exp.Expr, width: int | None) -> list[exp.Expr] | None:
         return None if width is None else [exp.Literal.number(i + 1) for i in range(width)]
     return [
         exp.Literal.number(i + 1)
-        if query is not first or item.find(exp.Window)
+        if not on or query is not first or item.find(exp.Window)
         else item.unalias().copy()
         for i, item in enumerate(items)
     ]
