@@ -14,7 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench import fit_policy  # noqa: E402
 from bench.cli import main  # noqa: E402
+from bench.report import read_json  # noqa: E402
+from bench.run import compile_views  # noqa: E402
+from duckstream.refresh import Policy, SourceEstimate, decide  # noqa: E402
 
 
 def test_bench_runs_and_views_equal_recomputation(tmp_path):
@@ -35,6 +39,18 @@ def test_bench_runs_and_views_equal_recomputation(tmp_path):
     assert "## SF 0.01, append" in text and "## SF 0.01, mixed" in text
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "benchmarks.png").stat().st_size > 0
+
+    # bench.fit_policy replays auto's choice from the recorded estimates: with auto's own
+    # constants it must choose what auto chose
+    recorded, _ = read_json(results / "latest.json")
+    plans = compile_views(["1", "3", "17"])
+    for run in recorded.runs:
+        assert any(e["inserted"] for e in run.estimates.values())  # both windows append
+        sources = {name: SourceEstimate(**e) for name, e in run.estimates.items()}
+        plan = plans[run.query]
+        replayed = decide(sources, Policy(), plan.maintain_reads, plan.rebuild_reads)
+        assert replayed.strategy == run.auto_strategy, run
+    assert fit_policy.main([str(results / "latest.json")]) == 0
 
 
 def test_every_benchmarked_query_compiles_with_its_scans():
