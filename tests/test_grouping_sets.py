@@ -101,6 +101,13 @@ SCENARIOS = {
         " AS previous FROM sales WHERE amount > 1 GROUP BY CUBE (region, year)",
         CYCLES,
     ),
+    "distinct_over_windows_over_a_rollup": Scenario(
+        [SALES],
+        "SELECT DISTINCT grouping(product) AS g, count(*) AS n,"
+        " rank() OVER (PARTITION BY grouping(product) ORDER BY count(*)) AS r"
+        " FROM sales GROUP BY ROLLUP (product)",
+        CYCLES,
+    ),
     "top_k_of_a_ranked_rollup_with_having": Scenario(
         [SALES],
         "SELECT region, count(*) AS n, dense_rank() OVER (PARTITION BY grouping(region)"

@@ -70,9 +70,10 @@ def _expand(select: exp.Select, grand_total_over_no_rows: bool) -> exp.Query:
         # the windows read the union of the sets' rows: the aggregate under them is expanded
         # (as isolate_windows puts a GROUP BY under its windows), the windows stay on top
         isolated = isolate(select, _universe(sets))
-        under = isolated.find(exp.Subquery)
-        assert under is not None and isinstance(under.this, exp.Select)
-        under.set("this", _expand(under.this, grand_total_over_no_rows))
+        for under in isolated.find_all(exp.Subquery):  # (under a DISTINCT's, if any)
+            if isinstance(under.this, exp.Select) and _has_sets(under.this):
+                under.set("this", _expand(under.this, grand_total_over_no_rows))
+                break
         return isolated
     if len(sets) > MAX_SETS:
         raise UnsupportedSQLError(
