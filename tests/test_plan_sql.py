@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from duckstream.compiler import compile_ivm
-from duckstream.plan import Begin, Cleanup, Commit, PinWindow
+from duckstream.plan import Begin, Cleanup, Commit, PinWindow, Sql
 from duckstream.runtime import refresh, setup
 from duckstream.testing.ducklake import attach_ducklake
 
@@ -139,7 +139,10 @@ def test_steps_are_typed_and_cleanup_follows_the_commit():
     commit = kinds.index(Commit)
     assert all(k is Cleanup for k in kinds[commit + 1 :]) and kinds[commit + 1 :]
     initialize = plan.steps["initialize_cursors"]
-    assert type(initialize[-1]) is Commit  # builds no temporary tables: nothing to drop
+    # builds no temporary tables: nothing to drop; after the COMMIT, the view's table is
+    # kept out of DuckLake's data inlining (the engine's after_fill)
+    assert [type(s) for s in initialize[-2:]] == [Commit, Sql]
+    assert "set_option('data_inlining_row_limit', 0" in initialize[-1].statement
 
 
 def test_sources_in_two_catalogs_are_both_reported():

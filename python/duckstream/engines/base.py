@@ -182,6 +182,11 @@ class Engine(ABC):
         insert. An engine without transactions overrides this to make it one commit."""
         return [self.statement(exp.delete(self.tgt.table())), *map(self.statement, inserts)]
 
+    def after_fill(self) -> list[Step]:
+        """Steps after the COMMIT of a fill (``initialize_cursors``), outside its transaction
+        (a failure there is a warning: the fill is committed). None here."""
+        return []
+
     def pin_types(self, select: exp.Select, schema: dict | None) -> exp.Select:
         """The normalized ``select`` with the casts this engine needs for a maintained value
         to keep the type (and so the rounding) of the recomputed one; the view's result is

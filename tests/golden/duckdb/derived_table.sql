@@ -10,12 +10,12 @@ CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_v.customer, _ivm_v.total, CAST
 -- initialize_cursors
 BEGIN TRANSACTION;
 SET VARIABLE _ivm_dl_main_mv_window = (WITH _ivm_ends AS MATERIALIZED (SELECT 0 AS catalog, CAST(id AS BIGINT) AS e FROM ducklake_current_snapshot('dl')), _ivm_ids AS MATERIALIZED (SELECT v.source, v.fqn, t.table_id FROM (VALUES (0, 'dl.main.orders', 'main', 'orders')) AS v(source, fqn, schema_name, table_name) LEFT JOIN ("__ducklake_metadata_dl".ducklake_table AS t JOIN "__ducklake_metadata_dl".ducklake_schema AS s ON t.schema_id = s.schema_id AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL) ON lower(s.schema_name) = lower(v.schema_name) AND lower(t.table_name) = lower(v.table_name)) SELECT CASE WHEN i.missing IS NOT NULL THEN error('duckstream: source table ' || i.missing || ' does not exist') ELSE struct_pack(end_0 := end_0, cursor_0 := end_0, changed_0 := true, table_id_0 := table_id_0, changed := true) END FROM (SELECT max(e) FILTER (WHERE catalog = 0) AS end_0 FROM _ivm_ends) AS e, (SELECT min(fqn) FILTER (WHERE table_id IS NULL) AS missing, max(table_id) FILTER (WHERE source = 0) AS table_id_0 FROM _ivm_ids) AS i);
-CALL "dl".set_option('data_inlining_row_limit', 0, schema => 'main', table_name => 'mv');
 DELETE FROM dl.main.mv;
 INSERT INTO dl.main.mv (customer, total, _ivm_row) SELECT _ivm_v.customer, _ivm_v.total, CAST(GETVARIABLE('_ivm_dl_main_mv_window').end_0 AS BIGINT) * 4294967296 + ROW_NUMBER() OVER () AS _ivm_row FROM (SELECT t.customer AS customer, t.total AS total FROM (SELECT orders.customer AS customer, SUM(orders.amount) AS total FROM (SELECT * FROM dl.main.orders AT (VERSION => GETVARIABLE('_ivm_dl_main_mv_window').end_0)) AS orders GROUP BY orders.customer) AS t WHERE t.total > 15) AS _ivm_v;
 CALL ducklake_set_commit_message('dl', 'duckstream', 'cursors of dl.main.mv', extra_info => to_json(struct_pack(cursors := [struct_pack(source := 'dl.main.orders', table_id := CAST(GETVARIABLE('_ivm_dl_main_mv_window').table_id_0 AS BIGINT), snapshot := CAST(GETVARIABLE('_ivm_dl_main_mv_window').end_0 AS BIGINT))]))::VARCHAR);
 INSERT INTO dl.main._ivm_cursors (mv_name, source_table, table_id, last_snapshot) SELECT * FROM (VALUES ('mv', 'dl.main.orders', GETVARIABLE('_ivm_dl_main_mv_window').table_id_0, GETVARIABLE('_ivm_dl_main_mv_window').end_0));
 COMMIT;
+CALL "dl".set_option('data_inlining_row_limit', 0, schema => 'main', table_name => 'mv');
 
 -- maintain
 BEGIN TRANSACTION;

@@ -281,20 +281,23 @@ class DuckLakeEngine(Engine):
             PinSnapshot(f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})")
         ]
 
-    def populate(self, inserts: list[exp.Insert]) -> list[Step]:
-        """Empty and fill the view's table, first keeping it out of data inlining. DuckLake
-        keeps small inserts in the catalog database, where a DOUBLE can come back one unit in
-        the last place off (0.9591791901271283 reads back as ...284); the bag and grouped sinks
-        find a view row by its values, so such a row would never be deleted (TPC-DS Q31). The
-        option belongs to the table (a rebuild's CREATE OR REPLACE drops it), so it is set
-        with every fill, in the fill's transaction."""
+    def after_fill(self) -> list[Step]:
+        """Keep the view's table out of data inlining, after the fill's COMMIT. DuckLake keeps
+        small inserts in the catalog database, where a DOUBLE can come back one unit in the
+        last place off (0.9591791901271283 reads back as ...284); the bag and grouped sinks
+        find a view row by its values, so such a row would never be deleted (TPC-DS Q31).
+        The option belongs to the table (a rebuild's CREATE OR REPLACE drops it) and DuckLake
+        refuses it for a table created in the open transaction (a rebuild's), hence after
+        the COMMIT, with every fill: the refreshes' inserts are never inlined; a fill small
+        enough to be inlined itself still is."""
         tgt = self.tgt
-        no_inlining = Sql(
-            f"CALL {self.sql(exp.to_identifier(tgt.catalog, quoted=True))}.set_option("
-            f"'data_inlining_row_limit', 0, schema => {_lit(tgt.schema)},"
-            f" table_name => {_lit(tgt.name)})"
-        )
-        return [no_inlining, *super().populate(inserts)]
+        return [
+            Sql(
+                f"CALL {self.sql(exp.to_identifier(tgt.catalog, quoted=True))}.set_option("
+                f"'data_inlining_row_limit', 0, schema => {_lit(tgt.schema)},"
+                f" table_name => {_lit(tgt.name)})"
+            )
+        ]
 
     def record_cursors(self) -> list[Step]:
         return self._write_cursors(guard=None)
