@@ -46,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = results.runs
     plans = compile_views(sorted({r.query for r in runs}))
     current = Policy()
-    print(f"current {current}: {len(misses(runs, plans, current, args.slack))} misses")
-    for line in misses(runs, plans, current, args.slack):
+    missed = misses(runs, plans, current, args.slack)
+    print(f"current {current}: {len(missed)} misses")
+    for line in missed:
         print("  ", line)
     grid = itertools.product(
         (0.05, 0.1, 0.2),  # insert_reach
@@ -59,11 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         policy = replace(
             current, insert_reach=insert_reach, delete_reach=delete_reach, overhead_rows=overhead
         )
-        scored.append((len(misses(runs, plans, policy, args.slack)), policy))
-    scored.sort(key=lambda x: x[0])
-    for count, policy in scored[:10]:
-        print(f"{count} misses: {policy}")
-        for line in misses(runs, plans, policy, args.slack):
+        scored.append((misses(runs, plans, policy, args.slack), policy))
+    scored.sort(key=lambda x: len(x[0]))
+    for missed, policy in scored[:10]:
+        print(f"{len(missed)} misses: {policy}")
+        for line in missed:
             print("  ", line)
     return 0
 

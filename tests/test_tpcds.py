@@ -32,12 +32,18 @@ from duckstream.testing.tpcds import (
 # DUCKSTREAM_TPCDS_SF=0.1 for the deeper run (11 queries still stay empty there).
 SF = float(os.environ.get("DUCKSTREAM_TPCDS_SF", "0.01"))
 
-# The queries maintained correctly (checked against recomputation through WINDOWS). At SF 0.01
-# 3 4 8 10 19 23 24 25 30 31 37 49 65 74 82 83 85 91 93 stay empty through every window: for
-# them the check only shows that nothing appears. Q31 found at SF 0.1 that DuckLake's data
-# inlining altered a DOUBLE of a view row (test_regressions_ducklake's
+# Too slow to maintain here: they compile, but their first refresh runs for minutes. Q72's
+# spills GBs: DuckDB estimates the change tables (temporary tables created in the refresh's own
+# transaction) at 0 rows and starts the delta joins with the inequality join
+# d3.d_date > d1.d_date + 5 of date_dim with itself. Q64's delta statement (200 KB of SQL) runs
+# over 90 s; cause not yet looked into.
+TOO_SLOW = [64, 72]
+# The queries maintained correctly (checked against recomputation through WINDOWS): all the
+# others. At SF 0.01 3 4 8 10 19 23 24 25 30 31 37 49 65 74 82 83 85 91 93 stay empty through
+# every window: for them the check only shows that nothing appears. Q31 found at SF 0.1 that
+# DuckLake's data inlining altered a DOUBLE of a view row (test_regressions_ducklake's
 # test_double_view_row_is_deleted_after_inlining).
-MAINTAINED = [q for q in range(1, 100) if q not in (64, 72)]  # TOO_SLOW below
+MAINTAINED = [q for q in range(1, 100) if q not in TOO_SLOW]
 # The default run: a correlated scalar subquery over a CTE (1), UNION ALL of channels joined
 # to itself (2), a top-k of a ROLLUP over unions (5), a window over an aggregate (12), EXISTS /
 # NOT EXISTS with count (35), ROLLUP ranked by a window (36), INTERSECT (38), LEFT JOIN of
@@ -46,12 +52,6 @@ MAINTAINED = [q for q in range(1, 100) if q not in (64, 72)]  # TOO_SLOW below
 # ROLLUP (86); each with its ORDER BY ... LIMIT.
 DEFAULT = [1, 2, 5, 12, 35, 36, 38, 40, 41, 58, 86, 94]
 QUERIES = MAINTAINED if os.environ.get("DUCKSTREAM_TPCDS") else DEFAULT
-
-# Compile, but their first refresh runs for minutes. Q72's spills GBs: DuckDB estimates the
-# change tables (temporary tables created in the refresh's own transaction) at 0 rows and
-# starts the delta joins with the inequality join d3.d_date > d1.d_date + 5 of date_dim with
-# itself. Q64's delta statement (200 KB of SQL) runs over 90 s; cause not yet looked into.
-TOO_SLOW = [64, 72]
 
 FRACTION = 0.02
 
@@ -89,7 +89,7 @@ def test_tpcds_query_is_maintained(tpcds_template, tmp_path, query):
 
 
 def test_every_query_is_accounted_for():
-    assert sorted([*MAINTAINED, *TOO_SLOW]) == list(range(1, 100))
+    assert set(TOO_SLOW) <= set(range(1, 100))
     assert set(DEFAULT) <= set(MAINTAINED)
 
 

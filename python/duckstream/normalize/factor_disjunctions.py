@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from duckstream.tree.base import conjuncts
+
 
 def factor_disjunctions(expression: exp.Expr) -> exp.Expr:
     return expression.copy().transform(_factor)
@@ -30,9 +32,10 @@ def factor_disjunctions(expression: exp.Expr) -> exp.Expr:
 def _factor(node: exp.Expr) -> exp.Expr:
     if not isinstance(node, exp.Or) or isinstance(node.parent, exp.Or):
         return node  # the whole OR chain is taken at its top
-    branches = [_conjuncts(b.unnest()) for b in node.flatten()]
+    branches = [conjuncts(b) for b in node.flatten()]  # (flatten unnests parentheses)
+    # (a common random() would be drawn once, not per branch: validate refused it already)
     common = [c for c in branches[0] if all(any(c == d for d in b) for b in branches[1:])]
-    if not common or any(c.find(exp.Rand) for c in common):  # random(): drawn once per branch
+    if not common:
         return node
     rests = [[c for c in b if not any(c == k for k in common)] for b in branches]
     if any(not rest for rest in rests):
@@ -46,9 +49,3 @@ def _and(conjuncts: list[exp.Expr]) -> exp.Expr:
     if len(conjuncts) == 1:
         return conjuncts[0].copy()
     return exp.paren(exp.and_(*(c.copy() for c in conjuncts)))
-
-
-def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
-    if isinstance(condition, exp.And):
-        return [c.unnest() for c in condition.flatten()]
-    return [condition]

@@ -170,7 +170,7 @@ def _grouped_input(
         *(exp.alias_(a.copy(), names[key]) for key, a in aggregates.items()),
     )
     _copy_from(select, inner)
-    if grouping_keys is not None and group is not None:
+    if group is not None and grouping_keys is not None:  # the sets, for expand_grouping_sets
         inner.set("group", group.copy())
     elif group is not None:
         inner.set("group", exp.Group(expressions=[k.copy() for k in keys]) if keys else None)

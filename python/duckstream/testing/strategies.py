@@ -1020,14 +1020,16 @@ ROW_FRAMES = [
 
 
 @st.composite
-def _first_table_maybe_joined(draw, tables_: list[TableSpec]) -> tuple[str, list]:
-    """The first table as ``o``, in a quarter of the draws LEFT JOINed to the last as ``i``
-    on ``k``: the FROM clause and its (qualified column, type) pairs."""
+def _first_table_maybe_joined(
+    draw, tables_: list[TableSpec], join: str = "LEFT JOIN"
+) -> tuple[str, list]:
+    """The first table as ``o``, in a quarter of the draws joined (``join``) to the last as
+    ``i`` on ``k``: the FROM clause and its (qualified column, type) pairs."""
     t0, t1 = tables_[0], tables_[-1]
     columns = [(f"o.{quote_ident(c.name)}", c.type) for c in t0.columns]
     source = f"{quote_ident(t0.name)} AS o"
     if len(tables_) > 1 and draw(st.integers(0, 3)) == 0:
-        source += f" LEFT JOIN {quote_ident(t1.name)} AS i ON i.k = o.k"
+        source += f" {join} {quote_ident(t1.name)} AS i ON i.k = o.k"
         columns += [(f"i.{quote_ident(c.name)}", c.type) for c in t1.columns]
     return source, columns
 
@@ -1173,12 +1175,7 @@ def grouping_set_views(draw, tables_: list[TableSpec], portable: bool = False) -
     table read by a filter or an aggregate.
     ``portable``: GROUPING_ID's arguments are the grouping columns in order (Spark's rule),
     and not after GROUPING SETS."""
-    t0, t1 = tables_[0], tables_[-1]
-    columns = [(f"o.{quote_ident(c.name)}", c.type) for c in t0.columns]
-    source = f"{quote_ident(t0.name)} AS o"
-    if len(tables_) > 1 and draw(st.integers(0, 3)) == 0:
-        source += f" JOIN {quote_ident(t1.name)} AS i ON i.k = o.k"
-        columns += [(f"i.{quote_ident(c.name)}", c.type) for c in t1.columns]
+    source, columns = draw(_first_table_maybe_joined(tables_, join="JOIN"))
     refs = [ref for ref, _ in columns]
     numeric = [ref for ref, type_ in columns if type_ in NUMERIC]
     keys = list(dict.fromkeys(draw(st.lists(st.sampled_from(refs), min_size=1, max_size=3))))
