@@ -1,5 +1,6 @@
-"""``python -m bench.fit_policy RESULTS.json``: how ``strategy='auto'`` would have chosen with
-other cost-model constants (:class:`duckstream.refresh.Policy`), from a benchmark's results.
+"""``python -m bench.fit_policy RESULTS.json [RESULTS.json ...]``: how ``strategy='auto'``
+would have chosen with other cost-model constants (:class:`duckstream.refresh.Policy`), from
+the results of one or more benchmarks.
 
 Each run records auto's estimate of every source (``Run.estimates``) and the measured CPU time
 of both forced paths; this replays :func:`duckstream.refresh.decide` on those estimates and the
@@ -39,11 +40,10 @@ def misses(runs, plans, policy: Policy, slack: float) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fit_policy", description=__doc__)
-    parser.add_argument("results", type=Path)
+    parser.add_argument("results", type=Path, nargs="+", help="one or more results files")
     parser.add_argument("--slack", type=float, default=1.10)
     args = parser.parse_args(argv)
-    results, _ = read_json(args.results)
-    runs = results.runs
+    runs = [run for path in args.results for run in read_json(path)[0].runs]
     plans = compile_views(sorted({r.query for r in runs}))
     current = Policy()
     missed = misses(runs, plans, current, args.slack)
@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in missed:
         print("  ", line)
     grid = itertools.product(
-        (0.05, 0.1, 0.2),  # insert_reach
-        (0.2, 0.3, 0.4, 0.5, 0.7, 1.0),  # delete_reach
-        (1_000_000, 2_000_000, 3_000_000),  # overhead_rows
+        (0.02, 0.05, 0.1, 0.2, 0.3),  # insert_reach
+        (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0),  # delete_reach
+        (500_000, 1_000_000, 1_500_000, 2_000_000, 3_000_000),  # overhead_rows
     )
     scored = []
     for insert_reach, delete_reach, overhead in grid:

@@ -144,6 +144,17 @@ SCENARIOS: dict[str, Scenario] = {
     "not_exists_not_equal": Scenario(
         [R, S], _r("NOT EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND s.v <> r.x AND s.flag)"), CYCLES
     ),
+    # one inequality: a comparison with the group's least or greatest value (ANY)
+    "not_exists_outer_side_first": Scenario(
+        [R, S], _r("NOT EXISTS (SELECT 1 FROM s WHERE s.k = r.k AND r.x - 1 >= s.v)"), CYCLES
+    ),
+    "exists_by_inequality_with_a_second_outer_table": Scenario(
+        [R, S],
+        "SELECT r.id, t.v FROM r JOIN s AS t ON r.k = t.k"
+        " WHERE EXISTS (SELECT 1 FROM s WHERE s.v < r.x AND s.flag = t.flag)",
+        CYCLES,
+    ),
+    # two inequalities: a join to the outer columns' values
     "exists_ranges_under_or": Scenario(
         [R, S], _r("r.id = 1 OR EXISTS (SELECT 1 FROM s WHERE s.k < r.k AND s.v > r.x - 5)"), CYCLES
     ),
@@ -379,7 +390,7 @@ def test_subquery_feature_is_named():
         # correlated other than by an equality
         (
             "SELECT r.id FROM r, s AS t"
-            " WHERE EXISTS (SELECT 1 FROM s WHERE s.k < r.k AND s.v = t.v)",
+            " WHERE EXISTS (SELECT 1 FROM s WHERE s.k < r.k AND s.v <> t.v)",
             "one outer table",
         ),
         (

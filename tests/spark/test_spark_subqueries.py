@@ -22,6 +22,7 @@ ONE_OF_EACH_KIND = [
     "exists",
     "not_exists",
     "not_exists_not_equal",
+    "exists_by_inequality_with_a_second_outer_table",
     "exists_under_or",
     "exists_uncorrelated",
     "in_correlated",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.transforms import eliminate_qualify
 
+from duckstream.normalize.aggregate_inequalities import aggregate_inequalities
 from duckstream.normalize.decorrelate_subqueries import decorrelate_subqueries
 from duckstream.normalize.drop_order import drop_order
 from duckstream.normalize.expand_grouping_sets import expand_grouping_sets
@@ -56,6 +57,8 @@ def normalize(
     expression = expand_grouping_sets(expression, grand_total_over_no_rows)
     # a correlation repeated in each branch of an OR is one equality (TPC-DS Q41)
     expression = factor_disjunctions(expression)
+    # an EXISTS correlated by one inequality compares an aggregate (TPC-H Q21)
+    expression = aggregate_inequalities(expression)
     expression = decorrelate_subqueries(expression)
     check_subqueries(expression)  # what decorrelate_subqueries left in place
     expression = isolate_windows(expression)

@@ -601,7 +601,8 @@ def _over_no_rows(value: exp.Expr, node: exp.Expr) -> exp.Expr:
 # -- correlation -----------------------------------------------------------------------------
 
 
-def _sources(select: exp.Select) -> set[str]:
+def source_names(select: exp.Select) -> set[str]:
+    """The names (aliases) of the tables in ``select``'s FROM and joins."""
     names = set()
     from_ = select.args.get("from_")
     if from_ is not None:
@@ -611,7 +612,7 @@ def _sources(select: exp.Select) -> set[str]:
     return names
 
 
-def _outer_columns(query: exp.Expr) -> list[exp.Column]:
+def outer_columns(query: exp.Expr) -> list[exp.Column]:
     """The columns in ``query`` bound by no SELECT between them and ``query`` (inclusive):
     references to an enclosing query."""
     found = []
@@ -627,7 +628,7 @@ def _outer_columns(query: exp.Expr) -> list[exp.Column]:
         node: exp.Expr | None = column
         bound = False
         while node is not None and not bound:
-            if isinstance(node, exp.Select) and column.table in _sources(node):
+            if isinstance(node, exp.Select) and column.table in source_names(node):
                 bound = True
             if node is query:
                 break
@@ -643,7 +644,7 @@ def _body(query: exp.Expr, node: exp.Expr) -> _Body:
     while isinstance(query, exp.Subquery) and not query.alias:
         query = query.this
     assert isinstance(query, exp.Query), query
-    references = {id(c) for c in _outer_columns(query)}
+    references = {id(c) for c in outer_columns(query)}
     if not references:
         return _Body(query.copy(), [])
     if not isinstance(query, exp.Select):
@@ -660,7 +661,7 @@ def _body(query: exp.Expr, node: exp.Expr) -> _Body:
             rest.append(conjunct)
             continue
         correlating.append((conjunct, refs))
-        pair = _equality(_unparen(conjunct), references)
+        pair = equality(_unparen(conjunct), references)
         if pair is not None:
             pairs.append(pair)
         references -= {id(c) for c in refs}
@@ -691,7 +692,7 @@ def _domain_body(
     domain: dict[str, exp.Column] = {}
     conjuncts = []
     for conjunct, refs in correlating:
-        if not _null_rejecting(_unparen(conjunct)):
+        if not comparison_of_columns(_unparen(conjunct)):
             raise _fail(
                 node,
                 "a subquery may be correlated only by comparisons (=, <>, <, <=, >, >=) of"
@@ -729,7 +730,9 @@ _NULL_PROPAGATING = (
 )
 
 
-def _null_rejecting(node: exp.Expr) -> bool:
+def comparison_of_columns(node: exp.Expr) -> bool:
+    """A comparison (=, <>, <, <=, >, >=) of columns, literals and arithmetic: UNKNOWN when
+    any column in it is NULL."""
     return isinstance(node, _COMPARISONS) and all(
         isinstance(n, _NULL_PROPAGATING)
         for side in (node.this, node.expression)
@@ -746,7 +749,7 @@ def _only_equalities(body: _Body, node: exp.Expr) -> None:
         )
 
 
-def _equality(node: exp.Expr, references: set[int]) -> tuple[exp.Expr, exp.Expr] | None:
+def equality(node: exp.Expr, references: set[int]) -> tuple[exp.Expr, exp.Expr] | None:
     """(inner, outer) if ``node`` is ``inner = outer``, one side reading only the subquery's
     columns (at least one), the other only the outer query's (at least one)."""
     if not isinstance(node, exp.EQ):

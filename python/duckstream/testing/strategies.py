@@ -942,7 +942,9 @@ def subquery_views(draw, tables_: list[TableSpec], portable: bool = False) -> st
     )
     if by_comparison:
         a, b = draw(st.sampled_from(compared))
-        correlations.append(f"{a} {draw(st.sampled_from(['<>', '<', '>=']))} {b}")
+        op = draw(st.sampled_from(["<>", "<", "<=", ">", ">="]))
+        # either way round: the outer side first is the mirrored comparison
+        correlations.append(f"{a} {op} {b}" if draw(st.booleans()) else f"{b} {op} {a}")
     conditions = list(correlations)
     if draw(st.booleans()):
         conditions.append(draw(predicate(inner)))

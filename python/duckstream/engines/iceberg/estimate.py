@@ -66,12 +66,15 @@ class SparkPolicy(Policy):
     Q1 at SF 1 (2.5 s incremental, 5.0 s recomputed), and appends to views of 12M rows and
     more stay incremental. The reaches are DuckDB's: the refresh times hardly grew with the
     joined tables from SF 0.1 to 1, so appended keys prune most of them (``insert_reach``
-    0.1); deleted keys prune nothing. Deletes and updates rewrite whole data files, counted
-    in the estimate as changed rows: at SF 1 they rewrite every file (``mixed``, ``update``:
-    30-48 s incremental against 0.5-6.5 s recomputed), far above ``max_fraction``.
+    0.1); deleted keys prune nothing and a scan filtered by them costs a row as much as
+    the rebuild (``delete_reach`` 1.0; DuckDB's is lower). Deletes and updates rewrite whole
+    data files, counted in the estimate as changed rows: at SF 1 they rewrite every file
+    (``mixed``, ``update``: 30-48 s incremental against 0.5-6.5 s recomputed), far above
+    ``max_fraction``.
     """
 
     overhead_rows: int = 12_000_000
+    delete_reach: float = 1.0
 
 
 @dataclass(frozen=True)
