@@ -43,7 +43,7 @@ from duckstream.normalize.decorrelate_subqueries import (
 from duckstream.tree.base import conjuncts
 
 # the mirrored operator: ``a op b`` is ``b op' a``
-_FLIPPED: dict[type[exp.Expr], type[exp.Expr]] = {
+_MIRRORED: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.GT: exp.LT,
     exp.GTE: exp.LTE,
     exp.LT: exp.GT,
@@ -98,7 +98,7 @@ def _rewrite(node: exp.Expr) -> exp.Expr:
     select.set("where", exp.Where(this=exp.and_(*(c.copy() for c in kept))) if kept else None)
     select.set("distinct", None)
     # inner op outer is outer op' inner: some inner value passes iff outer op' ANY of them
-    some = _FLIPPED[op](this=value.copy(), expression=exp.Any(this=exp.Subquery(this=select)))
+    some = _MIRRORED[op](this=value.copy(), expression=exp.Any(this=exp.Subquery(this=select)))
     return exp.Coalesce(this=some, expressions=[exp.false()])
 
 
@@ -109,7 +109,7 @@ def _inner_and_outer(
     reading only the subquery's columns, the other only the outer query's."""
     while isinstance(conjunct, exp.Paren):
         conjunct = conjunct.this
-    if type(conjunct) not in _FLIPPED or not comparison_of_columns(conjunct):
+    if type(conjunct) not in _MIRRORED or not comparison_of_columns(conjunct):
         return None
 
     def side(expr: exp.Expr) -> str | None:
@@ -124,5 +124,5 @@ def _inner_and_outer(
     if sides == ("inner", "outer"):
         return type(conjunct), conjunct.this, conjunct.expression
     if sides == ("outer", "inner"):
-        return _FLIPPED[type(conjunct)], conjunct.expression, conjunct.this
+        return _MIRRORED[type(conjunct)], conjunct.expression, conjunct.this
     return None
