@@ -60,7 +60,7 @@ class Policy:
     incremental refresh costs about 40-60 ms before it reads any change (its statements, the
     change copies, the cursor update, the commit), what a recomputation spends on about 1.5M
     rows; appended keys leave about a tenth of the joined rows to read. Deleted or updated
-    keys prune no file, but a scan filtered by them costs less a row than the rebuild's
+    keys prune no file, but a scan filtered by them costs less per row than the rebuild's
     joins and aggregates: 0.4, fitted by ``python -m bench.fit_policy`` over every run of
     one SF 0.1 and one SF 1 benchmark (1.0, a rebuild's cost a row, picked the rebuild for
     updates of customer, part and supplier that refreshed 1.2-2.2x faster). Set

@@ -38,6 +38,7 @@ from duckstream.normalize.decorrelate_subqueries import (
     comparison_of_columns,
     equality,
     outer_columns,
+    side_of,
     source_names,
 )
 from duckstream.tree.base import conjuncts
@@ -73,23 +74,23 @@ def _rewrite(node: exp.Expr) -> exp.Expr:
         return node
     where = query.args.get("where")
     outer = outer_columns(query)
-    references = {id(c) for c in outer}
     enclosing = node.find_ancestor(exp.Select)
     if where is None or not outer or enclosing is None:
         return node
     if any(c.table not in source_names(enclosing) for c in outer):
         return node  # correlated to a query further out: left to be refused as such
-    kept, inequalities = [], []
+    references = {id(c) for c in outer}
+    kept, inequalities, seen = [], [], set()
     for conjunct in conjuncts(where.this):
         refs = {id(c) for c in conjunct.find_all(exp.Column)} & references
-        references -= refs
+        seen |= refs
         if refs and equality(conjunct, refs) is None:
             inequalities.append(conjunct)
         else:
             kept.append(conjunct)
-    if references or len(inequalities) != 1:
+    if seen != references or len(inequalities) != 1:
         return node  # an outer column outside the WHERE, or not one inequality
-    found = _inner_and_outer(inequalities[0], {id(c) for c in outer})
+    found = _inner_and_outer(inequalities[0], references)
     if found is None:
         return node
     op, inner, value = found
@@ -111,16 +112,7 @@ def _inner_and_outer(
         conjunct = conjunct.this
     if type(conjunct) not in _MIRRORED or not comparison_of_columns(conjunct):
         return None
-
-    def side(expr: exp.Expr) -> str | None:
-        outer = [id(c) in references for c in expr.find_all(exp.Column)]
-        if outer and all(outer):
-            return "outer"
-        if outer and not any(outer):
-            return "inner"
-        return None
-
-    sides = side(conjunct.this), side(conjunct.expression)
+    sides = side_of(conjunct.this, references), side_of(conjunct.expression, references)
     if sides == ("inner", "outer"):
         return type(conjunct), conjunct.this, conjunct.expression
     if sides == ("outer", "inner"):

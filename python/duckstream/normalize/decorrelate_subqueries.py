@@ -7,8 +7,9 @@ multiplicities. A subquery is correlated by conjuncts of its own WHERE. Equaliti
 ``inner = outer`` become the join's keys; ``=`` is not NULL-safe, in SQL as in the join, so a
 NULL key has no partner. Subqueries are rewritten innermost first.
 
-Other correlating comparisons (``inner <> outer``, ``<``, ...; TPC-H Q21), in EXISTS and IN
-only, over one outer table ``t``: the subquery is joined to the values its outer columns
+Other correlating comparisons (``inner <> outer``, ``<``, ...), in EXISTS and IN only, over
+one outer table ``t`` (an EXISTS with one of them, as TPC-H Q21's, arrives here as ``ANY``:
+:mod:`~duckstream.normalize.aggregate_inequalities`): the subquery is joined to the values its outer columns
 take, ``(SELECT DISTINCT t.c, ... FROM t) AS _ivm_sqD``, on its correlating conjuncts read from
 there, and its DISTINCT rows carry those values as keys; the outer query joins them on
 ``t.c = key``. Each correlating conjunct must be a comparison of columns, literals and
@@ -756,19 +757,20 @@ def equality(node: exp.Expr, references: set[int]) -> tuple[exp.Expr, exp.Expr] 
         return None
     if any(n.find(exp.Query, exp.AggFunc) for n in (node.this, node.expression)):
         return None
-
-    def side(expr: exp.Expr) -> str | None:
-        columns = list(expr.find_all(exp.Column))
-        outer = [id(c) in references for c in columns]
-        if columns and all(outer):
-            return "outer"
-        if columns and not any(outer):
-            return "inner"
-        return None
-
-    left, right = side(node.this), side(node.expression)
+    left, right = side_of(node.this, references), side_of(node.expression, references)
     if (left, right) == ("inner", "outer"):
         return node.this, node.expression
     if (left, right) == ("outer", "inner"):
         return node.expression, node.this
+    return None
+
+
+def side_of(expr: exp.Expr, references: set[int]) -> str | None:
+    """``"outer"`` if ``expr`` reads only outer columns (``references``: their ids), ``"inner"``
+    if only the subquery's, at least one either way; else None."""
+    outer = [id(c) in references for c in expr.find_all(exp.Column)]
+    if outer and all(outer):
+        return "outer"
+    if outer and not any(outer):
+        return "inner"
     return None
