@@ -144,6 +144,8 @@ class Run:
     # auto's estimate of each source (SourceEstimate's fields), to re-fit the cost model's
     # constants offline against the measured paths
     estimates: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the sources' exact changes when auto copied them, netted, before deciding (else None)
+    netted: dict[str, dict[str, int]] | None = None
 
 
 @dataclass
@@ -337,6 +339,11 @@ def measure_rep(
                 equal=a["equal"] and equal_incremental and equal_full,
                 change_rows=report.change_rows,
                 estimates={n: asdict(e) for n, e in report.sources.items()},
+                netted=(
+                    None
+                    if report.netted is None
+                    else {n: asdict(e) for n, e in report.netted.items()}
+                ),
             )
             runs.append(run)
             log(

@@ -302,3 +302,101 @@ def test_a_window_with_no_change_runs_nothing_but_its_pin(view, strategy):
     assert report.strategy == "incremental"
     assert "CREATE OR REPLACE TEMP TABLE" in " ".join(recording.statements)
     harness.check(plan, VIEW)
+
+
+# An update of ``facts.id``, a column the view does not read: the catalog sees 500 rows
+# deleted and 500 inserted, the view's columns (k, v) net to nothing.
+UNREAD_UPDATE = "UPDATE dl.main.facts SET id = id + 1000000 WHERE id < 500"
+# Copy the changes before settling on a rebuild even though they sit in a 100k-row file.
+NET_FIRST = Policy(net_first=5.0, copy_rows=0)
+COPY = "TEMP TABLE temp.main._ivm_dl_main_mv_changes_0 AS"
+DELTA = "TEMP TABLE temp.main._ivm_dl_main_mv_delta AS"
+
+
+def _temp_tables(harness: DuckLakeHarness) -> int:
+    found = harness.con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name LIKE '_ivm_%'"
+    ).fetchone()
+    assert found is not None
+    return int(found[0])
+
+
+def test_auto_nets_the_changes_before_settling_on_a_rebuild(view):
+    harness, plan = view
+    harness.con.execute(UNREAD_UPDATE)
+    assert choose(harness.con, plan, NET_FIRST).strategy == "full"  # the catalog's counts
+    recording = _Recording(harness.con)
+    report = refresh(recording, plan, policy=NET_FIRST)
+    assert report.strategy == "incremental"
+    assert report.reason.endswith("after netting: no change in the columns the view reads")
+    assert report.sources[FACTS].changed == 1000  # the catalog's estimate is kept
+    assert report.netted is not None and report.netted[FACTS].changed == 0
+    ran = " ".join(recording.statements)
+    assert COPY in ran and DELTA not in ran  # copied, nothing applied
+    assert "INSERT INTO dl.main._ivm_cursors" in ran and _temp_tables(harness) == 0
+    harness.check(plan, VIEW)
+    assert refresh(harness.con, plan).reason == "no source changed"  # the cursors moved
+    # without room to copy first, the catalog's estimate stands
+    harness.con.execute("UPDATE dl.main.facts SET id = -id WHERE id BETWEEN 1000 AND 1499")
+    report = _refresh(harness, plan)
+    assert report.strategy == "full" and report.netted is None
+
+
+def test_auto_rebuilds_when_the_netted_changes_are_still_too_many(view):
+    harness, plan = view
+    harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id < 500")
+    report = _refresh(harness, plan, policy=NET_FIRST)
+    assert report.strategy == "full" and "after netting: facts +" in report.reason
+    assert report.netted is not None
+    # (k, v) -> (k, v + 1) cancels where another row held (k, v + 1) and moved on
+    netted = report.netted[FACTS]
+    assert 0 < netted.inserted == netted.deleted < 500
+    assert _temp_tables(harness) == 0  # the copies are dropped after the rebuild too
+    harness.con.execute(UNREAD_UPDATE)
+    assert _refresh(harness, plan, policy=NET_FIRST).strategy == "incremental"
+
+
+def test_an_incremental_refresh_of_changes_netting_to_nothing_applies_nothing(view):
+    harness, plan = view
+    harness.con.execute(UNREAD_UPDATE)
+    harness.con.execute("INSERT INTO dl.main.facts VALUES (-1, 1, 1)")
+    harness.con.execute("DELETE FROM dl.main.facts WHERE id = -1")  # in and out in the window
+    recording = _Recording(harness.con)
+    assert refresh(recording, plan, strategy="incremental").strategy == "incremental"
+    ran = " ".join(recording.statements)
+    assert COPY in ran and DELTA not in ran
+    assert "INSERT INTO dl.main._ivm_cursors" in ran and _temp_tables(harness) == 0
+    harness.check(plan, VIEW)
+    assert refresh(harness.con, plan).reason == "no source changed"
+    harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id BETWEEN 600 AND 604")
+    recording.statements.clear()
+    refresh(recording, plan, strategy="incremental")
+    assert DELTA in " ".join(recording.statements)  # a real change is applied
+    harness.check(plan, VIEW)
+
+
+def test_auto_stops_copying_at_a_copy_that_keeps_the_rebuild(view):
+    """dims' copy is the cheaper, so it is made first: when it still holds a change the
+    rebuild still wins, and facts' copy is never made; when it nets to nothing (a row
+    rewritten as it was, as a sync tool does), facts' copy is made and decides."""
+    harness, plan = view
+    dims, facts = (f"TEMP TABLE temp.main._ivm_dl_main_mv_changes_{i} AS" for i in (1, 0))
+    harness.con.execute("UPDATE dl.main.dims SET name = 'renamed' WHERE k = 3")
+    harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id BETWEEN 10 AND 19")
+    recording = _Recording(harness.con)
+    report = refresh(recording, plan, policy=NET_FIRST)
+    harness.check(plan, VIEW)
+    assert report.strategy == "full" and report.netted is not None
+    assert report.netted["dl.main.dims"].changed == 2
+    assert report.netted[FACTS] == report.sources[FACTS]  # not copied: the catalog's
+    ran = " ".join(recording.statements)
+    assert dims in ran and facts not in ran and _temp_tables(harness) == 0
+    harness.con.execute("UPDATE dl.main.dims SET name = name WHERE k = 4")
+    harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id BETWEEN 20 AND 29")
+    recording.statements.clear()
+    report = refresh(recording, plan, policy=NET_FIRST)
+    harness.check(plan, VIEW)
+    assert report.strategy == "full" and report.netted is not None
+    assert report.netted["dl.main.dims"].changed == 0 and report.netted[FACTS].changed > 0
+    ran = " ".join(recording.statements)
+    assert dims in ran and facts in ran

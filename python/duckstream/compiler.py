@@ -18,6 +18,7 @@ from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.normalize import normalize
 from duckstream.plan import (
     PROTOCOL,
+    Applied,
     Begin,
     Commit,
     IVMPlan,
@@ -160,6 +161,7 @@ def compile_ivm(
         *engine.pin_window(),
         *engine.prepare_changes(),
         *sink.maintain(),
+        Applied(),
         *engine.advance_cursors(),
         Commit(),
     ]

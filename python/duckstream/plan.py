@@ -47,10 +47,14 @@ class Commit:
 class CreateTemp:
     """Materialize ``query`` as the temporary ``table`` (dropped by the clean-up); the engine
     renders both. Compared and hashed by identity, so an engine can cache its rendering:
-    rendering a big query costs milliseconds, which a refresh must not pay every time."""
+    rendering a big query costs milliseconds, which a refresh must not pay every time.
+    ``changes_of``: the source (full name) whose netted changes in the window the table holds,
+    when it is such a copy (columns the view reads plus ``_ivm_mult``, rows netting to zero
+    left out): a runner may count them before it goes on (:class:`Applied`)."""
 
     table: exp.Table
     query: exp.Expr
+    changes_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,15 @@ class PinWindow:
     description of it (DuckLake: :class:`duckstream.engines.ducklake.window.WindowSpec`)."""
 
     spec: Any
+
+
+@dataclass(frozen=True)
+class Applied:
+    """In ``maintain``: the window's changes are applied; the steps after it advance the
+    cursors. Renders to nothing. A runner that finds every change copy
+    (:attr:`CreateTemp.changes_of`) empty may skip from the copies to here: changes that net
+    to nothing in the columns the view reads (an update of a column it does not read) leave
+    the view as it is."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +115,7 @@ class Cleanup:
 
 
 Step = (Sql | Begin | Commit | CreateTemp | PinSnapshot | PinWindow | SetValues | StopUnless) | (
-    CommitWith | Cleanup
+    Applied | CommitWith | Cleanup
 )
 
 

@@ -28,6 +28,16 @@ view is taken for a plain join that reads each source once (:func:`join_reads`).
 Auto picks full when ``incr > margin * full``, or when any source changed by more than
 ``max_fraction`` of its rows.
 
+The catalog counts rows written, not rows changed in the columns the view reads: an update of
+a column the view does not read counts as a delete and an insert, which net to nothing. So
+when the estimate picks the rebuild, auto first copies the window's netted changes of the
+updated sources whose copy costs little against the rebuild (:func:`sources_to_net`),
+cheapest first, as the incremental refresh would anyway, and decides again on their exact counts
+(:func:`decide_netted`; a copy is paid, so its scan no longer counts). It stops at the first
+copy that still holds changes when the rebuild still wins: a copy that nets to nothing is what
+changes the answer. Changes that net to nothing leave the view as it is: the refresh only
+advances the cursors.
+
 >>> ten_rows = {"t": SourceEstimate("t", rows=1_000_000, inserted=10)}
 >>> decide(ten_rows, Policy()).strategy  # the fixed cost outweighs a rebuild of 1M rows
 'full'
@@ -65,6 +75,9 @@ class Policy:
     one SF 0.1 and one SF 1 benchmark (1.0, a rebuild's cost a row, picked the rebuild for
     updates of customer, part and supplier that refreshed 1.2-2.2x faster). Set
     ``overhead_rows=0`` to keep small views incremental regardless of the fixed cost.
+    ``net_first``: the most a source's change copy may cost, as a part of the rebuild's rows,
+    for auto to copy it before it settles on a rebuild (0: never); ``copy_rows``: a copy's
+    fixed cost (the change feed's two reads, about 5-8 ms).
     """
 
     insert_reach: float = 0.1
@@ -72,6 +85,8 @@ class Policy:
     overhead_rows: int = 1_500_000
     max_fraction: float = 0.10
     margin: float = 1.0
+    net_first: float = 0.3
+    copy_rows: int = 250_000
 
 
 @dataclass(frozen=True)
@@ -105,6 +120,9 @@ class RefreshReport:
     full_cost: float | None = None
     estimate_seconds: float = 0.0
     elapsed: float = 0.0  # seconds, estimate included
+    # The exact changes after netting, when auto copied them before deciding (sources: the
+    # catalog's estimate, which the decision started from).
+    netted: dict[str, SourceEstimate] | None = None
 
     @property
     def change_rows(self) -> dict[str, int]:
@@ -177,3 +195,67 @@ def decide(
         f" against {full:,.0f})"
     )
     return RefreshReport(verdict, "auto", reason, sources, incremental, full)
+
+
+def sources_to_net(
+    report: RefreshReport, policy: Policy, widths: dict[str, int] | None = None
+) -> list[str]:
+    """The changed sources whose changes auto copies, netted, before it settles on the rebuild
+    ``report`` chose, cheapest first. Only a source with as many rows inserted as deleted can
+    net to nothing (an update); its copy must cost at most ``policy.net_first`` of the
+    rebuild's rows. A copy costs ``copy_rows`` (the change feed's two reads and the table),
+    then reads each of its columns (``widths``: how many it keeps per source; default 1) of
+    the inserted rows and of the files holding the deleted rows.
+
+    >>> customer = SourceEstimate("customer", 150_000, 150, 150, 150_000)
+    >>> supplier = SourceEstimate("supplier", 10_000, 10, 10, 10_000)
+    >>> orders = SourceEstimate("orders", 1_500_000, 1_500, 0, 0)  # appended: stays
+    >>> sources = {s.source: s for s in (customer, supplier, orders)}
+    >>> full = RefreshReport("full", "auto", "", sources, 9_000_000.0, 8_000_000.0)
+    >>> sources_to_net(full, Policy())
+    ['supplier', 'customer']
+    >>> sources_to_net(full, Policy(), {"customer": 20})  # 3M column reads: too many
+    ['supplier']
+    >>> sources_to_net(full, Policy(net_first=0))
+    []
+    """
+    if report.strategy != "full" or report.full_cost is None:
+        return []
+    cost = {
+        name: policy.copy_rows + (s.inserted + s.scanned) * (widths or {}).get(name, 1)
+        for name, s in report.sources.items()
+        if s.inserted == s.deleted > 0
+    }
+    cheap = [name for name, c in cost.items() if c <= policy.net_first * report.full_cost]
+    return sorted(cheap, key=cost.__getitem__)
+
+
+def decide_netted(
+    estimated: RefreshReport,
+    counts: dict[str, tuple[int, int]],
+    policy: Policy,
+    reads: Sequence[Read] | None = None,
+    rebuild: Sequence[Read] | None = None,
+) -> RefreshReport:
+    """Decide again once some changes are copied: ``counts`` holds the netted ``(inserted,
+    deleted)`` rows of the sources copied (read already: nothing left to scan); the others
+    keep the catalog's estimate, ``estimated`` (which picked the rebuild).
+
+    >>> customer = {"customer": SourceEstimate("customer", 150_000, 150, 150, 150_000)}
+    >>> full = RefreshReport("full", "auto", "customer +150/-150 (0.20%): ...", customer)
+    >>> decide_netted(full, {"customer": (0, 0)}, Policy()).reason
+    'customer +150/-150 (0.20%): ...; after netting: no change in the columns the view reads'
+    """
+    netted = {
+        name: SourceEstimate(name, s.rows, *counts[name]) if name in counts else s
+        for name, s in estimated.sources.items()
+    }
+    if any(s.changed for s in netted.values()):
+        report = decide(netted, policy, reads, rebuild)
+        why = report.reason
+    else:
+        report = RefreshReport("incremental", "auto", "", netted, 0.0, estimated.full_cost)
+        why = "no change in the columns the view reads"
+    report.reason = f"{estimated.reason}; after netting: {why}"
+    report.sources, report.netted = estimated.sources, netted
+    return report

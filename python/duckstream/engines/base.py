@@ -200,10 +200,12 @@ class Engine(ABC):
         ``compile_ivm``)."""
         return None  # every construct the compiler accepts
 
-    def create_temp(self, table: exp.Table, query: exp.Expr) -> Step:
+    def create_temp(
+        self, table: exp.Table, query: exp.Expr, changes_of: Source | None = None
+    ) -> Step:
         """A step materializing ``query`` as the temporary ``table`` (the plan's clean-up
-        drops it)."""
-        return CreateTemp(table, query)
+        drops it); ``changes_of``: the source whose netted changes it copies."""
+        return CreateTemp(table, query, changes_of.fqn if changes_of is not None else None)
 
     @abstractmethod
     def temp_table(self, name: str) -> exp.Table:

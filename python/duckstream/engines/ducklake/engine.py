@@ -27,6 +27,7 @@ from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.names import same_names
 from duckstream.plan import (
+    Applied,
     Begin,
     Cleanup,
     Commit,
@@ -68,6 +69,8 @@ def render(step: Step) -> list[str]:
         return [_create_temp(step)]
     if isinstance(step, PinWindow):
         return [ducklake_window.pin_sql(step.spec)]
+    if isinstance(step, Applied):
+        return []
     raise TypeError(f"DuckLake plans have no {type(step).__name__} step")
 
 
@@ -191,7 +194,7 @@ class DuckLakeEngine(Engine):
                 .group_by("ALL")
                 .having(exp.NEQ(this=total.copy(), expression=exp.Literal.number(0)))
             )
-            statements.append(self.create_temp(self._changes_table(s), netted))
+            statements.append(self.create_temp(self._changes_table(s), netted, changes_of=s))
         return statements
 
     # -- statements ------------------------------------------------------------------------

@@ -29,16 +29,22 @@ import time
 import warnings
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
+
+from sqlglot import exp
 
 from duckstream.connection import Connection
+from duckstream.engines.base import MULT
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.engine import render
 from duckstream.engines.ducklake.estimate import estimate
 from duckstream.errors import DuckstreamError, RebuildRequired
 from duckstream.plan import (
+    Applied,
     Begin,
     Cleanup,
     Commit,
+    CreateTemp,
     IVMPlan,
     PinSnapshot,
     PinWindow,
@@ -46,7 +52,14 @@ from duckstream.plan import (
     Step,
     index_of,
 )
-from duckstream.refresh import Policy, RefreshReport, check_strategy, decide
+from duckstream.refresh import (
+    Policy,
+    RefreshReport,
+    check_strategy,
+    decide,
+    decide_netted,
+    sources_to_net,
+)
 
 
 class TransactionOpen(DuckstreamError):
@@ -113,11 +126,20 @@ def _no_perfect_hash_aggregate(con: Connection) -> Generator[None]:
 
 def _run_statements(con: Connection, statements: list[str] | list[Step], opened: bool) -> None:
     own = opened
-    ended = skipping = False
+    ended = skipping = to_applied = False
+    copies: list[CreateTemp] = []  # change copies run, not yet counted
+    can_skip = any(isinstance(s, Applied) for s in statements)
     for item in statements:
         step = Sql(item) if isinstance(item, str) else item
         text = step.statement if isinstance(step, Sql) else ""
         if skipping and not (isinstance(step, Commit) or _is(text, "COMMIT", "END")):
+            continue
+        is_copy = _is_copy(step)
+        if copies and not is_copy:
+            to_applied = can_skip and no_changes(con, copies)
+            copies = []
+        if to_applied:
+            to_applied = not isinstance(step, Applied)
             continue
         try:
             if isinstance(step, PinWindow):
@@ -138,10 +160,38 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
                 with contextlib.suppress(Exception):  # the transaction is gone already
                     con.execute("ROLLBACK")
             raise
+        if is_copy:
+            copies.append(step)
         if isinstance(step, Begin) or _is(text, "BEGIN"):
             own = True
         elif own and (isinstance(step, Commit) or _is(text, "COMMIT", "END", "ROLLBACK", "ABORT")):
             own, ended, skipping = False, True, False
+
+
+def no_changes(con: Connection, copies: Sequence[CreateTemp]) -> bool:
+    """Whether every change copy is empty: the window's changes net to nothing in the columns
+    the view reads, so applying them would change nothing (:class:`~duckstream.plan.Applied`)."""
+    tables = [c.table.sql(dialect="duckdb") for c in copies]
+    found = con.execute(f"SELECT {' OR '.join(f'EXISTS (FROM {t})' for t in tables)}").fetchone()
+    return found is not None and not found[0]
+
+
+def count_changes(con: Connection, copies: Sequence[CreateTemp]) -> dict[str, tuple[int, int]]:
+    """Each copied source's netted changes: ``(inserted, deleted)`` rows, multiplicities
+    summed (a source copied twice, under two aliases, counts once: the larger)."""
+    parts = [
+        f"SELECT {k} AS k, coalesce(sum({MULT}) FILTER (WHERE {MULT} > 0), 0),"
+        f" coalesce(-sum({MULT}) FILTER (WHERE {MULT} < 0), 0)"
+        f" FROM {c.table.sql(dialect='duckdb')}"
+        for k, c in enumerate(copies)
+    ]
+    counts: dict[str, tuple[int, int]] = {}
+    for k, inserted, deleted in con.execute(" UNION ALL ".join(parts)).fetchall():
+        name = copies[k].changes_of
+        assert name is not None
+        before = counts.get(name, (0, 0))
+        counts[name] = (max(before[0], int(inserted)), max(before[1], int(deleted)))
+    return counts
 
 
 def setup(con: Connection, plan: IVMPlan) -> None:
@@ -204,6 +254,11 @@ class Pinned:
     plan: IVMPlan
     report: RefreshReport
     window: ducklake_window.Window | None
+    # auto copied changes before deciding (:func:`_net_first`): an incremental refresh runs
+    # the rest of ``maintain`` but its change copies, or only what follows its
+    # :class:`Applied` when every copy is empty
+    copied: bool = False
+    nothing_to_apply: bool = False
 
     @property
     def changed(self) -> bool:
@@ -239,6 +294,8 @@ def begin(
             report = RefreshReport("incremental", "auto", "no source changed")
         else:
             report = choose(con, plan, policy or Policy(), window)
+            if sources_to_net(report, policy or Policy(), copy_widths(plan)):
+                return _net_first(con, plan, report, policy or Policy(), window, run, start)
     except RebuildRequired as error:
         report, window = RefreshReport("full", strategy, error.reason), None
     except Exception:
@@ -246,6 +303,55 @@ def begin(
         raise
     report.estimate_seconds = time.perf_counter() - start
     return Pinned(plan, report, window)
+
+
+def _net_first(
+    con: Connection,
+    plan: IVMPlan,
+    estimated: RefreshReport,
+    policy: Policy,
+    window: ducklake_window.Window,
+    run: Runner,
+    start: float,
+) -> Pinned:
+    """Copy the changes of the sources :func:`sources_to_net` names, cheapest first, with
+    ``maintain``'s own copy steps, and decide again on their exact counts
+    (:func:`decide_netted`); stop at a copy that still holds changes when the rebuild still
+    wins. An incremental refresh goes on from the copies: the rest of them run here."""
+    copies = [s for s in plan.steps["maintain"] if _is_copy(s)]
+    counts: dict[str, tuple[int, int]] = {}
+    report = estimated
+    for name in sources_to_net(estimated, policy, copy_widths(plan)):
+        mine = [c for c in copies if c.changes_of == name]
+        run(con, mine, opened=True)
+        counts |= count_changes(con, mine)
+        report = decide_netted(estimated, counts, policy, plan.maintain_reads, plan.rebuild_reads)
+        if report.strategy == "full" and counts[name] != (0, 0):
+            break
+    report.estimate_seconds = time.perf_counter() - start
+    if report.strategy == "full":
+        return Pinned(plan, report, window, copied=True)
+    run(con, [c for c in copies if c.changes_of not in counts], opened=True)
+    nothing = no_changes(con, copies)
+    return Pinned(plan, report, window, copied=True, nothing_to_apply=nothing)
+
+
+def copy_widths(plan: IVMPlan) -> dict[str, int]:
+    """How many columns each source's change copy keeps (the columns the view reads; 20 when
+    the copy keeps every column of a table whose columns were unknown)."""
+    widths: dict[str, int] = {}
+    for step in plan.steps["maintain"]:
+        if _is_copy(step):
+            assert step.changes_of is not None and isinstance(step.query, exp.Select)
+            kept = [e for e in step.query.selects if e.alias_or_name != MULT]
+            width = 20 if any(isinstance(e, exp.Star) for e in kept) else len(kept)
+            widths[step.changes_of] = max(widths.get(step.changes_of, 0), width)
+    return widths
+
+
+def _is_copy(step: Step) -> TypeGuard[CreateTemp]:
+    """Whether ``step`` copies a source's netted changes (:attr:`CreateTemp.changes_of`)."""
+    return isinstance(step, CreateTemp) and step.changes_of is not None
 
 
 def finish(
@@ -265,12 +371,18 @@ def finish(
     rest: list[Step]
     if pinned.report.strategy == "incremental" and window is not None and not pinned.changed:
         rest = maintain[index_of(maintain, Commit) :]  # nothing to apply (as run_statements)
+    elif pinned.report.strategy == "incremental" and pinned.nothing_to_apply:
+        rest = maintain[index_of(maintain, Applied) :]
+    elif pinned.report.strategy == "incremental" and pinned.copied:
+        rest = [s for s in maintain[index_of(maintain, PinWindow) + 1 :] if not _is_copy(s)]
     elif pinned.report.strategy == "incremental":
         rest = maintain[index_of(maintain, PinWindow) + 1 :]
     elif window is None:
         rest = [*first, *initialize[index_of(initialize, Begin) + 1 :]]
     else:  # the pinned window serves the rebuild: same ends, and its sources' live table ids
         rest = [*first, *initialize[index_of(initialize, PinSnapshot) + 1 :]]
+        if pinned.copied:  # the change copies auto netted: dropped after the COMMIT
+            rest += [s for s in maintain if isinstance(s, Cleanup)]
     commit = index_of(rest, Commit)
     run(con, [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]], opened=True)
 

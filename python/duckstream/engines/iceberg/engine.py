@@ -55,6 +55,7 @@ from duckstream.engines.iceberg.dialect import (
 )
 from duckstream.engines.iceberg.unsupported import check_view, check_written
 from duckstream.plan import (
+    Applied,
     Begin,
     Cleanup,
     Commit,
@@ -105,7 +106,7 @@ def render(step: Step) -> list[str]:
     if isinstance(step, Begin):
         # no transactions (the view's one commit carries its cursors); see NOOP_UNION
         return [f"SET {EXCLUDED_RULES} = {NOOP_UNION}"]
-    if isinstance(step, Commit):
+    if isinstance(step, Commit | Applied):
         return []
     if isinstance(step, CreateTemp):
         return [_create_temp(step)]
