@@ -32,6 +32,7 @@ import pytest
 from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
+from duckstream.refresh import Policy
 from duckstream.testing.differential import (
     Column,
     Delete,
@@ -92,14 +93,22 @@ def scenarios(
     return tables_, view_sql, cycles_, known_schema, placement, inlining
 
 
-def check(scenario) -> None:
+def check(scenario, policy: Policy | None = None) -> None:
+    """Maintain the scenario's view through its windows, checked after each; ``policy``:
+    refresh with ``auto`` and that cost model (else ``incremental``)."""
     tables_, view_sql, cycles_, known_schema, placement, inlining = scenario
     with tempfile.TemporaryDirectory() as directory:
         con = connect_ducklake(f"{directory}/lake", "dl", inlining)
         attach_ducklake(con, f"{directory}/raw", "raw", inlining)
         try:
             kwargs = {"schema": tables_schema(tables_)} if known_schema else {}
-            harness = DuckLakeHarness(con, placement=dict(placement), check_names=True)
+            harness = DuckLakeHarness(
+                con,
+                placement=dict(placement),
+                check_names=True,
+                strategy="incremental" if policy is None else "auto",
+                policy=policy,
+            )
             run_scenario(harness, tables_, view_sql, cycles_, **kwargs)
         finally:
             con.close()
@@ -141,6 +150,17 @@ def test_three_table_outer_joins(scenario):
 @pytest.mark.parametrize("construct", CONSTRUCTS)
 def test_widened_grammar(construct):
     wide(given(scenarios(2, construct=construct))(check))()
+
+
+@pytest.mark.parametrize("table_count", [1, 2])
+@given(overhead=st.integers(0, 60), data=st.data())
+def test_auto_copying_the_changes_first(table_count, overhead, data):
+    """``auto`` copying every updated source's changes before it decides (any copy is cheap
+    enough), with a fixed cost drawn near the tables' sizes: the copies then lead to a
+    rebuild (dropped after it), to a refresh that reuses them, or, all empty, to one that
+    only moves the cursors; each is checked against recomputation."""
+    scenario = data.draw(scenarios(table_count))
+    check(scenario, Policy(overhead_rows=overhead, net_first=1e12, copy_rows=0))
 
 
 @pytest.mark.parametrize("table_count", [1, 2])

@@ -77,7 +77,10 @@ class Policy:
     ``overhead_rows=0`` to keep small views incremental regardless of the fixed cost.
     ``net_first``: the most a source's change copy may cost, as a part of the rebuild's rows,
     for auto to copy it before it settles on a rebuild (0: never); ``copy_rows``: a copy's
-    fixed cost (the change feed's two reads, about 5-8 ms).
+    fixed cost (its statements, the change feed's two reads: 8-10 ms); ``copy_reach``: what
+    a copy's read of one column of one row costs, against a rebuild's row (a deletion's
+    positional read of 6M rows took ~60 ms and each column ~4 ms more, where the rebuilds
+    spend ~15-25 ms per 1M rows).
     """
 
     insert_reach: float = 0.1
@@ -86,7 +89,8 @@ class Policy:
     max_fraction: float = 0.10
     margin: float = 1.0
     net_first: float = 0.3
-    copy_rows: int = 250_000
+    copy_rows: int = 400_000
+    copy_reach: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -198,35 +202,60 @@ def decide(
 
 
 def sources_to_net(
-    report: RefreshReport, policy: Policy, widths: dict[str, int] | None = None
+    report: RefreshReport,
+    policy: Policy,
+    widths: dict[str, int] | None = None,
+    reads: Sequence[Read] | None = None,
+    rebuild: Sequence[Read] | None = None,
 ) -> list[str]:
     """The changed sources whose changes auto copies, netted, before it settles on the rebuild
-    ``report`` chose, cheapest first. Only a source with as many rows inserted as deleted can
-    net to nothing (an update); its copy must cost at most ``policy.net_first`` of the
-    rebuild's rows. A copy costs ``copy_rows`` (the change feed's two reads and the table),
-    then reads each of its columns (``widths``: how many it keeps per source; default 1) of
-    the inserted rows and of the files holding the deleted rows.
+    ``report`` chose, cheapest first (``reads``, ``rebuild``: as for :func:`decide`).
+
+    Only a source with as many rows inserted as deleted can net to nothing (an update), and
+    only when the rebuild would lose were they all to do so is any worth copying. A copy must
+    cost at most ``policy.net_first`` of the rebuild's rows: ``copy_rows``, then
+    ``copy_reach`` for each of its columns (``widths``, per source; default 1) of its inserted
+    rows and of the files holding its deleted rows.
 
     >>> customer = SourceEstimate("customer", 150_000, 150, 150, 150_000)
     >>> supplier = SourceEstimate("supplier", 10_000, 10, 10, 10_000)
-    >>> orders = SourceEstimate("orders", 1_500_000, 1_500, 0, 0)  # appended: stays
-    >>> sources = {s.source: s for s in (customer, supplier, orders)}
+    >>> sources = {s.source: s for s in (customer, supplier)}
     >>> full = RefreshReport("full", "auto", "", sources, 9_000_000.0, 8_000_000.0)
     >>> sources_to_net(full, Policy())
     ['supplier', 'customer']
-    >>> sources_to_net(full, Policy(), {"customer": 20})  # 3M column reads: too many
-    ['supplier']
+
+    Copying customer would cost 6M column reads, too many, and its changes alone keep the
+    rebuild: nothing is copied.
+
+    >>> sources_to_net(full, Policy(), {"customer": 200})
+    []
     >>> sources_to_net(full, Policy(net_first=0))
+    []
+
+    Appended orders cannot net away, and alone they keep the rebuild:
+
+    >>> orders = SourceEstimate("orders", 1_500_000, 750_000, 0, 0)
+    >>> full.sources["orders"] = orders
+    >>> sources_to_net(full, Policy())
     []
     """
     if report.strategy != "full" or report.full_cost is None:
         return []
     cost = {
-        name: policy.copy_rows + (s.inserted + s.scanned) * (widths or {}).get(name, 1)
+        name: policy.copy_rows
+        + policy.copy_reach * (s.inserted + s.scanned) * (widths or {}).get(name, 1)
         for name, s in report.sources.items()
         if s.inserted == s.deleted > 0
     }
     cheap = [name for name, c in cost.items() if c <= policy.net_first * report.full_cost]
+    if not cheap:
+        return []
+    best = {
+        name: SourceEstimate(name, s.rows) if name in cheap else s
+        for name, s in report.sources.items()
+    }
+    if decide(best, policy, reads, rebuild).strategy == "full":
+        return []
     return sorted(cheap, key=cost.__getitem__)
 
 

@@ -24,6 +24,7 @@ from duckstream.engines.ducklake.runner import run_statements
 from duckstream.engines.ducklake.schema import schema_of
 from duckstream.normalize.number_rows import break_ties_sql
 from duckstream.plan import IVMPlan
+from duckstream.refresh import Policy
 from duckstream.runtime import refresh, setup
 
 
@@ -206,16 +207,19 @@ class DuckLakeHarness:
         placement: dict[str, str] | None = None,
         strategy: str = "incremental",
         check_names: bool = False,
+        policy: Policy | None = None,
     ) -> None:
         """``placement``: tables kept in another attached catalog than the view's (same
         schema name); views name tables unqualified, as if they all were in ``catalog``.
-        ``strategy``: how :meth:`refresh` refreshes (the tests are about ``incremental``).
+        ``strategy``: how :meth:`refresh` refreshes (the tests are about ``incremental``);
+        ``policy``: auto's cost model (None: the default).
         ``check_names``: :meth:`check` also compares the output column names."""
         self.con = con
         self.catalog = catalog
         self.schema = schema
         self.placement = placement or {}
         self.strategy = strategy
+        self.policy = policy
         self.check_names = check_names
 
     def fqn(self, table: str) -> str:
@@ -274,7 +278,7 @@ class DuckLakeHarness:
         setup(self.con, plan)
 
     def refresh(self, plan: IVMPlan) -> None:
-        refresh(self.con, plan, strategy=self.strategy)
+        refresh(self.con, plan, strategy=self.strategy, policy=self.policy)
 
     def rows(self, sql: str) -> list[tuple]:
         """``sql``'s rows, unqualified tables found where they are kept."""

@@ -294,7 +294,7 @@ def begin(
             report = RefreshReport("incremental", "auto", "no source changed")
         else:
             report = choose(con, plan, policy or Policy(), window)
-            if sources_to_net(report, policy or Policy(), copy_widths(plan)):
+            if _to_net(plan, report, policy or Policy()):
                 return _net_first(con, plan, report, policy or Policy(), window, run, start)
     except RebuildRequired as error:
         report, window = RefreshReport("full", strategy, error.reason), None
@@ -321,7 +321,7 @@ def _net_first(
     copies = [s for s in plan.steps["maintain"] if _is_copy(s)]
     counts: dict[str, tuple[int, int]] = {}
     report = estimated
-    for name in sources_to_net(estimated, policy, copy_widths(plan)):
+    for name in _to_net(plan, estimated, policy):
         mine = [c for c in copies if c.changes_of == name]
         run(con, mine, opened=True)
         counts |= count_changes(con, mine)
@@ -334,6 +334,11 @@ def _net_first(
     run(con, [c for c in copies if c.changes_of not in counts], opened=True)
     nothing = no_changes(con, copies)
     return Pinned(plan, report, window, copied=True, nothing_to_apply=nothing)
+
+
+def _to_net(plan: IVMPlan, report: RefreshReport, policy: Policy) -> list[str]:
+    widths = copy_widths(plan)
+    return sources_to_net(report, policy, widths, plan.maintain_reads, plan.rebuild_reads)
 
 
 def copy_widths(plan: IVMPlan) -> dict[str, int]:
