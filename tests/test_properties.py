@@ -93,9 +93,13 @@ def scenarios(
     return tables_, view_sql, cycles_, known_schema, placement, inlining
 
 
-def check(scenario, policy: Policy | None = None) -> None:
-    """Maintain the scenario's view through its windows, checked after each; ``policy``:
-    refresh with ``auto`` and that cost model (else ``incremental``)."""
+def check(scenario) -> None:
+    """Maintain the scenario's view through its windows (``incremental``), checked after each."""
+    check_with(scenario, None)
+
+
+def check_with(scenario, policy: Policy | None) -> None:
+    """:func:`check`; ``policy``: refresh with ``auto`` and that cost model instead."""
     tables_, view_sql, cycles_, known_schema, placement, inlining = scenario
     with tempfile.TemporaryDirectory() as directory:
         con = connect_ducklake(f"{directory}/lake", "dl", inlining)
@@ -153,14 +157,15 @@ def test_widened_grammar(construct):
 
 
 @pytest.mark.parametrize("table_count", [1, 2])
-@given(overhead=st.integers(0, 60), data=st.data())
-def test_auto_copying_the_changes_first(table_count, overhead, data):
+@given(overhead=st.integers(0, 60), margin=st.sampled_from([0.25, 1.0]), data=st.data())
+def test_auto_copying_the_changes_first(table_count, overhead, margin, data):
     """``auto`` copying every updated source's changes before it decides (any copy is cheap
-    enough), with a fixed cost drawn near the tables' sizes: the copies then lead to a
+    enough), with a fixed cost drawn near the tables' sizes (and a margin that makes a copy's
+    saved scan count): the copies then lead to a
     rebuild (dropped after it), to a refresh that reuses them, or, all empty, to one that
     only moves the cursors; each is checked against recomputation."""
     scenario = data.draw(scenarios(table_count))
-    check(scenario, Policy(overhead_rows=overhead, net_first=1e12, copy_rows=0))
+    check_with(scenario, Policy(overhead_rows=overhead, margin=margin, net_first=1e12, copy_rows=0))
 
 
 @pytest.mark.parametrize("table_count", [1, 2])

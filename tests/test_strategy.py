@@ -400,3 +400,20 @@ def test_auto_stops_copying_at_a_copy_that_keeps_the_rebuild(view):
     assert report.netted["dl.main.dims"].changed == 0 and report.netted[FACTS].changed > 0
     ran = " ".join(recording.statements)
     assert dims in ran and facts in ran
+
+
+def test_auto_refreshes_from_its_copies_when_netting_turns_the_choice(view):
+    """The catalog's estimate counts the 100k-row file the deletions sit in; once copied,
+    the ten updated rows are all that is left to read: the refresh goes on from the copies
+    (made once) and applies them."""
+    harness, plan = view
+    harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id BETWEEN 700 AND 709")
+    lean = Policy(overhead_rows=0, margin=0.5, net_first=5.0, copy_rows=0)
+    assert choose(harness.con, plan, lean).strategy == "full"
+    recording = _Recording(harness.con)
+    report = refresh(recording, plan, policy=lean)
+    harness.check(plan, VIEW)
+    assert report.strategy == "incremental" and report.netted is not None
+    assert report.netted[FACTS].changed > 0
+    ran = " ".join(recording.statements)
+    assert ran.count(COPY) == 1 and DELTA in ran and _temp_tables(harness) == 0

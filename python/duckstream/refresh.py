@@ -30,13 +30,12 @@ Auto picks full when ``incr > margin * full``, or when any source changed by mor
 
 The catalog counts rows written, not rows changed in the columns the view reads: an update of
 a column the view does not read counts as a delete and an insert, which net to nothing. So
-when the estimate picks the rebuild, auto first copies the window's netted changes of the
-updated sources whose copy costs little against the rebuild (:func:`sources_to_net`),
-cheapest first, as the incremental refresh would anyway, and decides again on their exact counts
+when the estimate picks the rebuild, but would not were the cheaply copied updated sources to
+net to nothing (:func:`sources_to_net`), auto first copies their netted changes, cheapest
+first, as the incremental refresh would anyway, and decides again on the exact counts
 (:func:`decide_netted`; a copy is paid, so its scan no longer counts). It stops at the first
-copy that still holds changes when the rebuild still wins: a copy that nets to nothing is what
-changes the answer. Changes that net to nothing leave the view as it is: the refresh only
-advances the cursors.
+copy that still holds changes when the rebuild still wins. Changes that net to nothing leave
+the view as it is: the refresh only advances the cursors.
 
 >>> ten_rows = {"t": SourceEstimate("t", rows=1_000_000, inserted=10)}
 >>> decide(ten_rows, Policy()).strategy  # the fixed cost outweighs a rebuild of 1M rows
