@@ -212,9 +212,10 @@ def sources_to_net(
 
     Only a source with as many rows inserted as deleted can net to nothing (an update), and
     only when the rebuild would lose were they all to do so is any worth copying. A copy must
-    cost at most ``policy.net_first`` of the rebuild's rows: ``copy_rows``, then
-    ``copy_reach`` for each of its columns (``widths``, per source; default 1) of its inserted
-    rows and of the files holding its deleted rows.
+    cost at most ``policy.net_first`` of the rebuild: its rows plus ``overhead_rows`` (a
+    rebuild pays statements and a commit too; on small tables they are most of its time). A
+    copy costs ``copy_rows``, then ``copy_reach`` for each of its columns (``widths``, per
+    source; default 1) of its inserted rows and of the files holding its deleted rows.
 
     >>> customer = SourceEstimate("customer", 150_000, 150, 150, 150_000)
     >>> supplier = SourceEstimate("supplier", 10_000, 10, 10, 10_000)
@@ -246,7 +247,8 @@ def sources_to_net(
         for name, s in report.sources.items()
         if s.inserted == s.deleted > 0
     }
-    cheap = [name for name, c in cost.items() if c <= policy.net_first * report.full_cost]
+    rebuild_cost = report.full_cost + policy.overhead_rows
+    cheap = [name for name, c in cost.items() if c <= policy.net_first * rebuild_cost]
     if not cheap:
         return []
     best = {

@@ -20,6 +20,13 @@ catalog's file lists, no changed row read), weighs the two paths with the cost m
 like ``maintain``). It returns a :class:`RefreshReport`: what was done and why. Auto also
 rebuilds, and says so, when incremental maintenance is impossible: no cursors yet, a cursor
 snapshot that was expired, a source recreated or altered.
+
+Two more faster paths, both from ``maintain``'s change copies (:attr:`CreateTemp.changes_of`):
+when every copy is empty (the window's changes net to nothing in the columns the view reads),
+the runner skips from the copies to :class:`~duckstream.plan.Applied` and only advances the
+cursors; and when the estimate picks the rebuild, auto may first make the copies of updated
+sources and decide on their exact counts (:func:`duckstream.refresh.sources_to_net`), then
+goes on from them.
 """
 
 from __future__ import annotations
