@@ -38,8 +38,6 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from sqlglot import exp
-
 from duckstream.connection import Connection
 from duckstream.engines.base import MULT
 from duckstream.engines.ducklake import window as ducklake_window
@@ -344,21 +342,7 @@ def _net_first(
 
 
 def _to_net(plan: IVMPlan, report: RefreshReport, policy: Policy) -> list[str]:
-    widths = copy_widths(plan)
-    return sources_to_net(report, policy, widths, plan.maintain_reads, plan.rebuild_reads)
-
-
-def copy_widths(plan: IVMPlan) -> dict[str, int]:
-    """How many columns each source's change copy keeps (the columns the view reads; 20 when
-    the copy keeps every column of a table whose columns were unknown)."""
-    widths: dict[str, int] = {}
-    for step in plan.steps["maintain"]:
-        if _is_copy(step):
-            assert step.changes_of is not None and isinstance(step.query, exp.Select)
-            kept = [e for e in step.query.selects if e.alias_or_name != MULT]
-            width = 20 if any(isinstance(e, exp.Star) for e in kept) else len(kept)
-            widths[step.changes_of] = max(widths.get(step.changes_of, 0), width)
-    return widths
+    return sources_to_net(report, policy, plan.maintain_reads, plan.rebuild_reads)
 
 
 def _is_copy(step: Step) -> TypeGuard[CreateTemp]:
