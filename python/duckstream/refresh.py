@@ -74,8 +74,10 @@ class Policy:
     one SF 0.1 and one SF 1 benchmark (1.0, a rebuild's cost a row, picked the rebuild for
     updates of customer, part and supplier that refreshed 1.2-2.2x faster). Set
     ``overhead_rows=0`` to keep small views incremental regardless of the fixed cost.
-    ``net_first``: the most a source's change copy may cost, as a part of the rebuild's rows,
-    for auto to copy it before it settles on a rebuild (0: never); ``copy_rows``: a copy's
+    ``net_first``: the most a source's change copy may cost, as a part of the rebuild's rows
+    plus ``overhead_rows``, for auto to copy it before it settles on a rebuild (0: never;
+    0.3 copies Q13's customer updates at SF 0.1 and 1, and Q21's lineitem updates, whose
+    copies net to nothing, but not Q17's or Q18's, whose do not); ``copy_rows``: a copy's
     fixed cost (its statements, the change feed's two reads: 8-10 ms); ``copy_reach``: what
     a copy's read of one row costs against a rebuild's row (copying 0.1% of lineitem's rows
     updated at SF 1 took 90-110 ms, reading the 6M rows of the files that hold them, whatever
@@ -222,7 +224,6 @@ def sources_to_net(
     >>> full = RefreshReport("full", "auto", "", sources, 9_000_000.0, 8_000_000.0)
     >>> sources_to_net(full, Policy())
     ['supplier', 'customer']
-
     >>> sources_to_net(full, Policy(net_first=0))
     []
 
