@@ -342,7 +342,10 @@ def _net_first(
 
 
 def _to_net(plan: IVMPlan, report: RefreshReport, policy: Policy) -> list[str]:
-    return sources_to_net(report, policy, plan.maintain_reads, plan.rebuild_reads)
+    """:func:`sources_to_net` for ``plan``, among the sources its ``maintain`` copies."""
+    copied = {s.changes_of for s in plan.steps["maintain"] if _is_copy(s)}
+    found = sources_to_net(report, policy, plan.maintain_reads, plan.rebuild_reads)
+    return [name for name in found if name in copied]
 
 
 def _is_copy(step: Step) -> TypeGuard[CreateTemp]:
