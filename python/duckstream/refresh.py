@@ -278,7 +278,7 @@ def decide_netted(
         report = decide(netted, policy, reads, rebuild)
         why = report.reason
     else:
-        report = RefreshReport("incremental", "auto", "", netted, 0.0, estimated.full_cost)
+        report = RefreshReport("incremental", "auto", "", {}, 0.0, estimated.full_cost)
         why = "no change in the columns the view reads"
     report.reason = f"{estimated.reason}; after netting: {why}"
     report.sources, report.netted = estimated.sources, netted

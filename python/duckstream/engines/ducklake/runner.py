@@ -259,11 +259,15 @@ class Pinned:
     plan: IVMPlan
     report: RefreshReport
     window: ducklake_window.Window | None
-    # auto copied changes before deciding (:func:`_net_first`): an incremental refresh runs
-    # the rest of ``maintain`` but its change copies, or only what follows its
-    # :class:`Applied` when every copy is empty
-    copied: bool = False
+    # auto copied changes before deciding (:func:`_net_first`) and all came out empty: an
+    # incremental refresh runs only what follows ``maintain``'s :class:`Applied`
     nothing_to_apply: bool = False
+
+    @property
+    def copied(self) -> bool:
+        """Whether auto copied changes before deciding (:func:`_net_first`): they are not
+        copied again; a rebuild drops them."""
+        return self.report.netted is not None
 
     @property
     def changed(self) -> bool:
@@ -298,9 +302,10 @@ def begin(
         elif not estimate_unchanged and not window.values["changed"]:
             report = RefreshReport("incremental", "auto", "no source changed")
         else:
-            report = choose(con, plan, policy or Policy(), window)
-            if _to_net(plan, report, policy or Policy()):
-                return _net_first(con, plan, report, policy or Policy(), window, run, start)
+            policy = policy or Policy()
+            report = choose(con, plan, policy, window)
+            if names := _to_net(plan, report, policy):
+                return _net_first(con, plan, report, names, policy, window, run, start)
     except RebuildRequired as error:
         report, window = RefreshReport("full", strategy, error.reason), None
     except Exception:
@@ -314,19 +319,20 @@ def _net_first(
     con: Connection,
     plan: IVMPlan,
     estimated: RefreshReport,
+    names: list[str],
     policy: Policy,
     window: ducklake_window.Window,
     run: Runner,
     start: float,
 ) -> Pinned:
-    """Copy the changes of the sources :func:`sources_to_net` names, cheapest first, with
+    """Copy the changes of the sources ``names`` (:func:`_to_net`: cheapest first), with
     ``maintain``'s own copy steps, and decide again on their exact counts
     (:func:`decide_netted`); stop at a copy that still holds changes when the rebuild still
     wins. An incremental refresh goes on from the copies: the rest of them run here."""
     copies = [s for s in plan.steps["maintain"] if _is_copy(s)]
     counts: dict[str, tuple[int, int]] = {}
     report = estimated
-    for name in _to_net(plan, estimated, policy):
+    for name in names:
         mine = [c for c in copies if c.changes_of == name]
         run(con, mine, opened=True)
         counts |= count_changes(con, mine)
@@ -335,10 +341,9 @@ def _net_first(
             break
     report.estimate_seconds = time.perf_counter() - start
     if report.strategy == "full":
-        return Pinned(plan, report, window, copied=True)
+        return Pinned(plan, report, window)
     run(con, [c for c in copies if c.changes_of not in counts], opened=True)
-    nothing = no_changes(con, copies)
-    return Pinned(plan, report, window, copied=True, nothing_to_apply=nothing)
+    return Pinned(plan, report, window, nothing_to_apply=no_changes(con, copies))
 
 
 def _to_net(plan: IVMPlan, report: RefreshReport, policy: Policy) -> list[str]:
