@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from duckstream.compiler import compile_ivm
-from duckstream.plan import Begin, Cleanup, Commit, PinWindow, Sql
+from duckstream.plan import Begin, Cleanup, Commit, PinWindow, Sql, StopUnless
 from duckstream.runtime import refresh, setup
 from duckstream.testing.ducklake import attach_ducklake
 
@@ -140,9 +140,13 @@ def test_steps_are_typed_and_cleanup_follows_the_commit():
     assert all(k is Cleanup for k in kinds[commit + 1 :]) and kinds[commit + 1 :]
     initialize = plan.steps["initialize_cursors"]
     # builds no temporary tables: nothing to drop; after the COMMIT, the view's table is
-    # kept out of DuckLake's data inlining (the engine's after_fill)
-    assert [type(s) for s in initialize[-2:]] == [Commit, Sql]
-    assert "set_option('data_inlining_row_limit', 0" in initialize[-1].statement
+    # kept out of DuckLake's data inlining, and a fill that was inlined is written again in
+    # a transaction of its own (the engine's after_fill)
+    commit = [type(s) for s in initialize].index(Commit)
+    after = initialize[commit + 1 :]
+    assert [type(s) for s in after[:3]] == [Sql, Sql, StopUnless]
+    assert "set_option('data_inlining_row_limit', 0" in after[0].statement
+    assert [type(s) for s in after[3:]] == [Begin, Sql, Sql, Sql, Sql, Commit]
 
 
 def test_sources_in_two_catalogs_are_both_reported():

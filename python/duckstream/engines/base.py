@@ -182,9 +182,10 @@ class Engine(ABC):
         insert. An engine without transactions overrides this to make it one commit."""
         return [self.statement(exp.delete(self.tgt.table())), *map(self.statement, inserts)]
 
-    def after_fill(self) -> list[Step]:
-        """Steps after the COMMIT of a fill (``initialize_cursors``), outside its transaction
-        (a failure there is a warning: the fill is committed). None here."""
+    def after_fill(self, inserts: list[exp.Insert]) -> list[Step]:
+        """Steps after the COMMIT of a fill (``initialize_cursors``) whose ``inserts`` are the
+        sink's, outside its transaction (a failure there is a warning: the fill is
+        committed). None here."""
         return []
 
     def pin_types(self, select: exp.Select, schema: dict | None) -> exp.Select:

@@ -16,6 +16,13 @@ CALL ducklake_set_commit_message('dl', 'duckstream', 'cursors of dl.main.mv', ex
 INSERT INTO dl.main._ivm_cursors (mv_name, source_table, table_id, last_snapshot) SELECT * FROM (VALUES ('mv', 'dl.main.orders', GETVARIABLE('_ivm_dl_main_mv_window').table_id_0, GETVARIABLE('_ivm_dl_main_mv_window').end_0));
 COMMIT;
 CALL "dl".set_option('data_inlining_row_limit', 0, schema => 'main', table_name => 'mv');
+SET VARIABLE _ivm_dl_main_mv_inlined = ((SELECT count(*) FROM dl.main.mv) > (SELECT coalesce(sum(record_count), 0) FROM "__ducklake_metadata_dl".ducklake_data_file WHERE end_snapshot IS NULL AND table_id IN (SELECT t.table_id FROM "__ducklake_metadata_dl".ducklake_table AS t JOIN "__ducklake_metadata_dl".ducklake_schema AS s ON t.schema_id = s.schema_id AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL WHERE lower(s.schema_name) = lower('main') AND lower(t.table_name) = lower('mv'))) - (SELECT coalesce(sum(delete_count), 0) FROM "__ducklake_metadata_dl".ducklake_delete_file WHERE end_snapshot IS NULL AND table_id IN (SELECT t.table_id FROM "__ducklake_metadata_dl".ducklake_table AS t JOIN "__ducklake_metadata_dl".ducklake_schema AS s ON t.schema_id = s.schema_id AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL WHERE lower(s.schema_name) = lower('main') AND lower(t.table_name) = lower('mv'))));
+BEGIN TRANSACTION;
+DELETE FROM dl.main.mv WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
+INSERT INTO dl.main.mv (customer, total, _ivm_row) SELECT * FROM (SELECT _ivm_v.customer, _ivm_v.total, CAST(GETVARIABLE('_ivm_dl_main_mv_window').end_0 AS BIGINT) * 4294967296 + ROW_NUMBER() OVER () AS _ivm_row FROM (SELECT t.customer AS customer, t.total AS total FROM (SELECT orders.customer AS customer, SUM(orders.amount) AS total FROM (SELECT * FROM dl.main.orders AT (VERSION => GETVARIABLE('_ivm_dl_main_mv_window').end_0)) AS orders GROUP BY orders.customer) AS t WHERE t.total > 15) AS _ivm_v) AS _ivm_fill WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
+CALL ducklake_set_commit_message('dl', 'duckstream', 'cursors of dl.main.mv', extra_info => to_json(struct_pack(cursors := [struct_pack(source := 'dl.main.orders', table_id := CAST(GETVARIABLE('_ivm_dl_main_mv_window').table_id_0 AS BIGINT), snapshot := CAST(GETVARIABLE('_ivm_dl_main_mv_window').end_0 AS BIGINT))]))::VARCHAR);
+INSERT INTO dl.main._ivm_cursors (mv_name, source_table, table_id, last_snapshot) SELECT * FROM (VALUES ('mv', 'dl.main.orders', GETVARIABLE('_ivm_dl_main_mv_window').table_id_0, GETVARIABLE('_ivm_dl_main_mv_window').end_0)) WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
+COMMIT;
 
 -- maintain
 BEGIN TRANSACTION;

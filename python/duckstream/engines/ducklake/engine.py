@@ -36,6 +36,7 @@ from duckstream.plan import (
     PinWindow,
     Sql,
     Step,
+    StopUnless,
 )
 
 # The change feed's own columns, renamed out of the way of the source's.
@@ -56,6 +57,21 @@ def _create_temp(step: CreateTemp) -> str:
     return f"CREATE OR REPLACE TEMP TABLE {table} AS {query}"
 
 
+def _guarded(insert: exp.Insert, guard: exp.Expr) -> exp.Insert:
+    """``insert`` inserting nothing unless ``guard`` holds (a run-time constant, so a false
+    guard lets the optimizer drop the query).
+
+    >>> import sqlglot
+    >>> q = sqlglot.parse_one("INSERT INTO v (a) SELECT a FROM t")
+    >>> _guarded(q, exp.column("ok")).sql()
+    'INSERT INTO v (a) SELECT * FROM (SELECT a FROM t) AS _ivm_fill WHERE ok'
+    """
+    guarded = insert.copy()
+    query = guarded.expression
+    guarded.set("expression", exp.select("*").from_(query.subquery("_ivm_fill")).where(guard))
+    return guarded
+
+
 def render(step: Step) -> list[str]:
     """Plain DuckDB SQL; the window pin as one ``SET VARIABLE`` that checks the window
     in SQL (:func:`.window.pin_sql`: what the runner checks in Python)."""
@@ -69,8 +85,8 @@ def render(step: Step) -> list[str]:
         return [_create_temp(step)]
     if isinstance(step, PinWindow):
         return [ducklake_window.pin_sql(step.spec)]
-    if isinstance(step, Applied):
-        return []
+    if isinstance(step, Applied | StopUnless):
+        return []  # StopUnless: the statements after it are guarded by the same value
     raise TypeError(f"DuckLake plans have no {type(step).__name__} step")
 
 
@@ -284,22 +300,58 @@ class DuckLakeEngine(Engine):
             PinSnapshot(f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})")
         ]
 
-    def after_fill(self) -> list[Step]:
-        """Keep the view's table out of data inlining, after the fill's COMMIT. DuckLake keeps
-        small inserts in the catalog database, where a DOUBLE can come back one unit in the
-        last place off (0.9591791901271283 reads back as ...284); the bag and grouped sinks
-        find a view row by its values, so such a row would never be deleted (TPC-DS Q31).
-        The option belongs to the table (a rebuild's CREATE OR REPLACE drops it) and DuckLake
-        refuses it for a table created in the open transaction (a rebuild's), hence after
-        the COMMIT, with every fill: the refreshes' inserts are never inlined; a fill small
-        enough to be inlined itself still is."""
+    def after_fill(self, inserts: list[exp.Insert]) -> list[Step]:
+        """Keep the view's table out of data inlining, after the fill's COMMIT, and write a
+        fill DuckLake inlined once more, to a data file.
+
+        DuckLake keeps small inserts in the catalog database ("data inlining"). A DuckDB
+        catalog stores them as SQL literals, and DuckDB reads a DOUBLE literal back through
+        a DECIMAL: 0.9591791901271283 becomes ...284. The bag and grouped sinks find a view
+        row by its values, so such a row would never be deleted (TPC-DS Q31). The option
+        belongs to the table (a rebuild's CREATE OR REPLACE drops it), and DuckLake refuses
+        it for a table created in the open transaction (a rebuild's), hence after the
+        COMMIT, with every fill: the refreshes' inserts are never inlined.
+
+        The fill itself is inlined when it has few rows (at most the catalog's limit, 10 by
+        default) and the option was not set before it: the table was created with it, or
+        holds no option yet. Then its rows are written again, exactly, in a transaction of
+        their own: the same fill at the same pinned snapshots, with the same cursors. The
+        catalog's file list tells: the table holds more rows than its data files do. The
+        refill's statements are guarded by that check, so they are no-ops when it is false,
+        and the runner skips them (:class:`~duckstream.plan.StopUnless`)."""
         tgt = self.tgt
+        catalog = self.sql(exp.to_identifier(tgt.catalog, quoted=True))
+        keep_out = Sql(
+            f"CALL {catalog}.set_option('data_inlining_row_limit', 0, schema => {_lit(tgt.schema)},"
+            f" table_name => {_lit(tgt.name)})"
+        )
+        inlined = self.runtime_value("inlined")
+        meta = ducklake_cursors.metadata_database(tgt.catalog)
+        table_id = (
+            f"SELECT t.table_id FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s"
+            " ON t.schema_id = s.schema_id AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+            f" WHERE {same_names('s.schema_name', _lit(tgt.schema))}"
+            f" AND {same_names('t.table_name', _lit(tgt.name))}"
+        )
+        check = Sql(
+            f"SET VARIABLE {self._var('inlined')} = ((SELECT count(*) FROM {self.sql(tgt.table())})"
+            f" > (SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_data_file"
+            f" WHERE end_snapshot IS NULL AND table_id IN ({table_id}))"
+            f" - (SELECT coalesce(sum(delete_count), 0) FROM {meta}.ducklake_delete_file"
+            f" WHERE end_snapshot IS NULL AND table_id IN ({table_id})))"
+        )
+        refill = [
+            self.statement(exp.delete(self.tgt.table(), where=inlined)),
+            *(self.statement(_guarded(insert, inlined)) for insert in inserts),
+        ]
         return [
-            Sql(
-                f"CALL {self.sql(exp.to_identifier(tgt.catalog, quoted=True))}.set_option("
-                f"'data_inlining_row_limit', 0, schema => {_lit(tgt.schema)},"
-                f" table_name => {_lit(tgt.name)})"
-            )
+            keep_out,
+            check,
+            StopUnless(self._var("inlined")),
+            Begin(),
+            *refill,
+            *self._write_cursors(guard=inlined),
+            Commit(),
         ]
 
     def record_cursors(self) -> list[Step]:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from duckstream.connection import Connection
+from duckstream.connection import Connection, literal
 from duckstream.engines.base import MULT
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.engine import render
@@ -55,6 +55,7 @@ from duckstream.plan import (
     PinWindow,
     Sql,
     Step,
+    StopUnless,
     index_of,
 )
 from duckstream.refresh import (
@@ -131,13 +132,19 @@ def _no_perfect_hash_aggregate(con: Connection) -> Generator[None]:
 
 def _run_statements(con: Connection, statements: list[str] | list[Step], opened: bool) -> None:
     own = opened
-    ended = skipping = to_applied = False
+    ended = skipping = to_applied = stopped = False
     copies: list[CreateTemp] = []  # change copies run, not yet counted
     can_skip = any(isinstance(s, Applied) for s in statements)
     for item in statements:
         step = Sql(item) if isinstance(item, str) else item
         text = step.statement if isinstance(step, Sql) else ""
         if skipping and not (isinstance(step, Commit) or _is(text, "COMMIT", "END")):
+            continue
+        if stopped and not isinstance(step, Cleanup):
+            continue
+        if isinstance(step, StopUnless):  # its statements are guarded: skipping them is the same
+            (value,) = con.execute(f"SELECT getvariable({literal(step.value)})").fetchone()
+            stopped = not value
             continue
         is_copy = _is_copy(step)
         if copies and not is_copy:
@@ -155,6 +162,10 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
                     con.execute(statement)
         except Exception as error:
             if ended or (isinstance(step, Cleanup) and not own):
+                if own:  # a transaction after the work's COMMIT (a refill): given up
+                    with contextlib.suppress(Exception):
+                        con.execute("ROLLBACK")
+                    own, stopped = False, True
                 warnings.warn(
                     f"duckstream: clean-up after commit failed ({error}); the refresh is applied",
                     RuntimeWarning,
