@@ -438,6 +438,17 @@ REGRESSIONS = [
         ),
         id="unaliased_column_in_another_case",
     ),
+    pytest.param(  # inlined, the fill's 1 / 11 read back as 0.09090909090909093
+        (
+            [_t("t0", _TK, [(1, 10)])],
+            "SELECT k / 11 AS o0 FROM t0",
+            [[[Delete("t0", "k = 1")]]],
+            False,
+            {},
+            None,
+        ),
+        id="double_of_an_inlined_fill",
+    ),
 ]
 
 
