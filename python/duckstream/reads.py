@@ -64,9 +64,52 @@ def source_reads(
             continue
         for table in tree.find_all(exp.Table):
             name = by_key.get((table.catalog, table.db, table.name))
-            if name is not None:
+            if name is not None and not _only_nulls(table):
                 reads.append(Read(name, _guards(table, flags), _whole(table, by_key)))
     return reads
+
+
+def _only_nulls(table: exp.Table) -> bool:
+    """Whether the scan of ``table`` keeps only rows with a NULL key: the NULL-key part of
+    a restriction to keys (:func:`duckstream.tree.aggregate.restrict_to`), a WHERE with
+    ``g1 IS NULL OR g2 IS NULL ...`` beside the NULL-safe ``EXISTS`` matching exactly those
+    ``g`` (and constants). Engines skip the files and row groups whose statistics count no
+    NULL there, so it is left out of the scans weighed (its keyed twin is weighed)."""
+
+    def tested(condition: exp.Expr) -> list[exp.Expr] | None:
+        condition = condition.unnest()
+        if isinstance(condition, exp.Or):
+            left, right = tested(condition.left), tested(condition.right)
+            return left + right if left is not None and right is not None else None
+        if isinstance(condition, exp.Is) and isinstance(condition.expression, exp.Null):
+            return [condition.this]
+        return None
+
+    def matched(condition: exp.Expr) -> list[exp.Expr] | None:
+        if not isinstance(condition, exp.Exists):
+            return None
+        where = condition.this.args.get("where") if isinstance(condition.this, exp.Select) else None
+        if where is None:
+            return None
+        pairs = list(_conjuncts(where.this))
+        if not all(isinstance(p, exp.NullSafeEQ) for p in pairs):
+            return None
+        return [p.expression for p in pairs if p.expression.find(exp.Column) is not None]
+
+    parent = table.parent
+    while parent is not None:
+        where = parent.args.get("where") if isinstance(parent, exp.Select) else None
+        if isinstance(where, exp.Where):
+            conditions = list(_conjuncts(where.this))
+            keys = [k for c in conditions if (k := matched(c)) is not None]
+            for c in conditions:
+                nulls = tested(c)
+                if nulls and any(
+                    sorted(n.sql() for n in nulls) == sorted(k.sql() for k in key) for key in keys
+                ):
+                    return True
+        parent = parent.parent
+    return False
 
 
 def _guards(node: exp.Expr, flags: dict[exp.Expr, str]) -> tuple[frozenset[str], ...]:

@@ -271,13 +271,14 @@ class GroupedSink(Sink):
             )
             names = [f"_ivm_k{i}" for i in range(len(self.key_columns))]
             terms = [
-                restrict_to(
+                restricted
+                for t in self.block.state_terms(self.ctx, Version.NEW)
+                for restricted in restrict_to(
                     Term(from_=t.from_, joins=t.joins, where=t.where, guards=(guard.copy(),)),
                     rescan_keys,
                     self.groups,
                     names,
                 )
-                for t in self.block.state_terms(self.ctx, Version.NEW)
             ]
             recomputed = (
                 exp.select(*(col(c) for c in state_cols))

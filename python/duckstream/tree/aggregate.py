@@ -87,25 +87,52 @@ def affected_groups(ctx: Context, block: Block, groups: list[exp.Expr]) -> exp.Q
     return exp.select(*(names or ["_ivm_one"])).distinct().from_(exp.paren(query).as_("_ivm_delta"))
 
 
-def restrict_to(term: Term, keys: exp.Expr, groups: Sequence[exp.Expr], names: list[str]) -> Term:
+def restrict_to(
+    term: Term, keys: exp.Expr, groups: Sequence[exp.Expr], names: list[str]
+) -> list[Term]:
     """Keep only the rows of ``term`` whose group (``groups``, NULL-safe) is a row of the
-    relation ``keys`` (columns ``names``). The same keys also prune the relations joined by
-    an equality to a group column (``t.y IN (SELECT <key> FROM keys)`` for ``g.x = t.y``,
-    see :meth:`Term.key_filters`): without them an engine scans those relations whole, since
-    the restriction stands on the group's side only.
+    relation ``keys`` (columns ``names``): one term, or two that split its rows.
+
+    The NULL-safe match is a correlated ``EXISTS``, and an engine decorrelates it by first
+    finding the distinct groups of every input row (DuckDB: a "delim join" that groups the
+    whole table). So the rows go first through uncorrelated filters implied by it, which
+    cost a semi-join: those whose group expressions are all non-NULL must have each in its
+    key column (``g IN (SELECT <name> FROM keys)``, a plain semi-join the engine can also
+    use to skip the files and row groups of other keys); the others (some group is NULL)
+    are a second term, kept apart by ``g IS NULL OR ...``. A group's rows share its key
+    values, so the two terms never split a group. The same keys also prune the relations
+    joined by an equality to a group column (``t.y IN (SELECT <key> FROM keys)`` for ``g.x
+    = t.y``, see :meth:`Term.key_filters`): without them an engine scans those relations
+    whole, since the restriction stands on the group's side only.
 
     >>> from sqlglot import parse_one
     >>> q = parse_one("SELECT * FROM c LEFT JOIN o ON c.k = o.k")
     >>> term = Term(q.args["from_"].this, tuple(q.args["joins"]))
-    >>> restricted = restrict_to(term, exp.to_table("a"), [parse_one("c.k")], ["_ivm_g0"])
-    >>> restricted.joins[0].args["on"].sql()
+    >>> keyed, nulls = restrict_to(term, exp.to_table("a"), [parse_one("c.k")], ["_ivm_g0"])
+    >>> keyed.joins[0].args["on"].sql()
     'c.k = o.k AND o.k IN (SELECT _ivm_g0 FROM a AS _ivm_a)'
+    >>> [c.sql() for c in keyed.where[:1] + nulls.where[:1]]
+    ['c.k IN (SELECT _ivm_g0 FROM a AS _ivm_a)', 'c.k IS NULL']
     """
     columns = [exp.column(n, table="_ivm_a") for n in names]
     exists = exp.Exists(
         this=exp.select("1").from_(_keys_relation(keys)).where(null_safe_match(columns, groups))
     )
-    term = term.filtered(exists)
+    keyed = [
+        (group, name) for group, name in zip(groups, names, strict=True) if not is_constant(group)
+    ]
+    if keyed:
+        in_keys = [
+            exp.In(
+                this=group.copy(),
+                query=exp.Subquery(this=exp.select(name).from_(_keys_relation(keys))),
+            )
+            for group, name in keyed
+        ]
+        some_null = exp.or_(*(exp.Is(this=g.copy(), expression=exp.Null()) for g, _ in keyed))
+        terms = [term.filtered(*in_keys, exists), term.filtered(some_null, exists)]
+    else:
+        terms = [term.filtered(exists)]
     for group, name in zip(groups, names, strict=True):
         if not (isinstance(group, exp.Column) and group.table):
             continue
@@ -115,8 +142,8 @@ def restrict_to(term: Term, keys: exp.Expr, groups: Sequence[exp.Expr], names: l
                 return None
             return exp.select(name).from_(_keys_relation(keys))
 
-        term = term.with_filters(term.key_filters(group.table, key_query))
-    return term
+        terms = [t.with_filters(t.key_filters(group.table, key_query)) for t in terms]
+    return terms
 
 
 def _keys_relation(keys: exp.Expr) -> exp.Expr:
@@ -143,18 +170,19 @@ def regroup_delta(
     parts = []
     for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
         for term in block.state_terms(ctx, version):
-            restricted = restrict_to(term, exp.to_table(affected), groups, names)
-            restricted = Term(
-                from_=restricted.from_,
-                joins=restricted.joins,
-                where=restricted.where,
-                guards=(guard,),
-            )
-            closed = close(restricted)
-            mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
-            parts.append(
-                exp.select("*", exp.alias_(mult, MULT)).from_(exp.paren(closed).as_("_ivm_g"))
-            )
+            for restricted in restrict_to(term, exp.to_table(affected), groups, names):
+                closed = close(
+                    Term(
+                        from_=restricted.from_,
+                        joins=restricted.joins,
+                        where=restricted.where,
+                        guards=(guard,),
+                    )
+                )
+                mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
+                parts.append(
+                    exp.select("*", exp.alias_(mult, MULT)).from_(exp.paren(closed).as_("_ivm_g"))
+                )
     query = union_all(parts)
     return query.with_(affected, as_=affected_groups(ctx, block, groups))  # type: ignore[attr-defined]
 

@@ -72,7 +72,10 @@ class Term:
 
     def with_filters(self, filters: list[tuple[int | None, exp.Expr]]) -> Term:
         """This term with each filter added where it goes (``None``: WHERE, ``i``: the ON
-        of join ``i``), as :meth:`key_filters` places them."""
+        of join ``i``), as :meth:`key_filters` places them. A key filter ``t.y IN (...)`` on
+        a derived table ``t`` is also pushed into ``t`` (:func:`push_key_filter`): the engine
+        then groups only the rows of the keys wanted, not the whole table."""
+        from_ = self.from_.copy()
         joins = [j.copy() for j in self.joins]
         where = list(self.where)
         for place, condition in filters:
@@ -81,7 +84,9 @@ class Term:
             else:
                 on = joins[place].args.get("on")
                 joins[place].set("on", exp.and_(on, condition) if on else condition)
-        return replace(self, joins=tuple(joins), where=tuple(where))
+            for relation in [from_, *(j.this for j in joins)]:
+                push_key_filter(relation, condition)
+        return replace(self, from_=from_, joins=tuple(joins), where=tuple(where))
 
     def semijoin_filters(self) -> list[tuple[int | None, exp.Expr]]:
         """For each equality ``d.x = t.y`` between the changed source ``d`` and another
@@ -160,6 +165,62 @@ class Term:
                 condition = exp.In(this=other.copy(), query=exp.Subquery(this=query))
                 filters.append((target, condition))
         return filters
+
+
+def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
+    """Add ``condition``, a key filter ``t.y IN (<query>)`` on the derived table ``t``
+    (``relation``), to that derived table's own WHERE, spelled with the expression ``t``
+    selects as ``y``; True when it did. Only where it keeps every row of ``t`` the filter
+    keeps and no other: ``y`` is a key of ``t``'s groups (DISTINCT or GROUP BY: the rows of
+    one group share it, so the groups kept are whole) or ``t`` does not aggregate (the filter
+    is per row); nothing under windows, LIMIT or set operations. The filter in the term
+    stays: the pushed copy only lets the engine skip the rows before grouping them.
+
+    >>> from sqlglot import parse_one
+    >>> def derived(sql):
+    ...     return parse_one(f"SELECT * FROM ({sql}) AS t").args["from_"].this
+    >>> t = derived("SELECT DISTINCT l.k AS y, TRUE AS m FROM l")
+    >>> push_key_filter(t, parse_one("t.y IN (SELECT x FROM d)")), t.sql()
+    (True, '(SELECT DISTINCT l.k AS y, TRUE AS m FROM l WHERE l.k IN (SELECT x FROM d)) AS t')
+    >>> t = derived("SELECT l.k AS y, sum(v) AS s FROM l GROUP BY l.k")
+    >>> push_key_filter(t, parse_one("t.s IN (SELECT x FROM d)"))  # not a key: the sums change
+    False
+    """
+    if not (
+        isinstance(condition, exp.In)
+        and isinstance(condition.this, exp.Column)
+        and condition.args.get("query") is not None
+        and isinstance(relation, exp.Subquery)
+        and relation.alias_or_name == condition.this.table
+    ):
+        return False
+    inner = relation.this
+    if not isinstance(inner, exp.Select) or any(
+        inner.args.get(k) for k in ("limit", "offset", "qualify")
+    ):
+        return False
+    distinct = inner.args.get("distinct")
+    if any(inner.find_all(exp.Window)) or (distinct is not None and distinct.args.get("on")):
+        return False
+    found = [e for e in inner.expressions if e.alias_or_name == condition.this.name]
+    if len(found) != 1:
+        return False
+    key = found[0].unalias()
+    if key.find(exp.AggFunc) is not None:
+        return False
+    group = inner.args.get("group")
+    if group is not None:
+        if group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
+            return False
+        if not any(key == g for g in group.expressions):
+            return False
+    elif inner.args.get("having") is not None or (
+        distinct is None and any(e.find(exp.AggFunc) is not None for e in inner.expressions)
+    ):
+        return False  # a global aggregate: its one row depends on every row
+    pushed = exp.In(this=key.copy(), query=condition.args["query"].copy())
+    inner.where(pushed, copy=False)
+    return True
 
 
 def _on_or_where(
