@@ -13,7 +13,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Tokenizer
 
 from duckstream.engines import engine_for
-from duckstream.engines.base import Source, Target
+from duckstream.engines.base import Engine, Source, Target
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.normalize import normalize
 from duckstream.plan import (
@@ -32,7 +32,7 @@ from duckstream.reads import source_reads
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
-from duckstream.tree.base import Context
+from duckstream.tree.base import Context, key_semijoins
 from duckstream.tree.build import split_select
 from duckstream.tree.columns import table_key, used_columns
 
@@ -95,6 +95,20 @@ def compile_ivm(
     ):
         _check_name(what, name)
     engine = engine_for(dialect)
+    with key_semijoins(engine.key_semijoins):
+        return _compile(view_sql, engine, naming, mv_catalog, mv_schema, dialect, sources, schema)
+
+
+def _compile(
+    view_sql: str,
+    engine: Engine,
+    naming: Naming,
+    mv_catalog: str,
+    mv_schema: str,
+    dialect: str,
+    sources: dict[str, dict] | None,
+    schema: dict | None,
+) -> IVMPlan:
     parsed = parse_view(view_sql, dialect)
     select = normalize(
         parsed,

@@ -108,6 +108,9 @@ class Engine(ABC):
     # True when :meth:`changes` reads a table that :meth:`prepare_changes` filled: reading it
     # again costs little, so delta terms may add semi-join filters on it.
     changes_are_materialized = False
+    # True when restrictions to keys are better spelled as uncorrelated semi-joins, also
+    # pushed into derived tables grouped by the key (:func:`duckstream.tree.base.key_semijoins`)
+    key_semijoins = False
 
     def prepare_changes(self) -> list[Step]:
         """Statements run after :meth:`pin_window` that :meth:`changes` may read from (e.g.

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Source, Version
-from duckstream.tree.base import Block, Context, Relation, Term, column_tables, union_all
+from duckstream.tree.base import (
+    Block,
+    Context,
+    Relation,
+    Term,
+    column_tables,
+    union_all,
+    uses_key_semijoins,
+)
 
 
 def null_safe_match(left: Sequence[exp.Expr], right: Sequence[exp.Expr]) -> exp.Expr:
@@ -121,7 +129,7 @@ def restrict_to(
     keyed = [
         (group, name) for group, name in zip(groups, names, strict=True) if not is_constant(group)
     ]
-    if keyed:
+    if keyed and uses_key_semijoins():
         in_keys = [
             exp.In(
                 this=group.copy(),

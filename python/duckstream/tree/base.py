@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -23,6 +25,27 @@ from sqlglot import exp
 from duckstream.engines.base import MULT, Engine, Source, Version
 
 _PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+# Whether restrictions to keys are spelled as uncorrelated semi-joins (:func:`restrict_to`
+# in ``tree.aggregate``) and key filters pushed into derived tables (:func:`push_key_filter`).
+# DuckDB 1.5.5 wants both: it decorrelates a NULL-safe EXISTS by grouping its whole input
+# first. Set by the compiler from the engine (``Engine.key_semijoins``) for one compilation;
+# on Spark the plans stay as they were, measured there. On by default (doctests, tools).
+_KEY_SEMIJOINS: ContextVar[bool] = ContextVar("key_semijoins", default=True)
+
+
+@contextmanager
+def key_semijoins(enabled: bool) -> Generator[None]:
+    """Spell key restrictions as semi-joins (or not) while the block runs."""
+    token = _KEY_SEMIJOINS.set(enabled)
+    try:
+        yield
+    finally:
+        _KEY_SEMIJOINS.reset(token)
+
+
+def uses_key_semijoins() -> bool:
+    return _KEY_SEMIJOINS.get()
 
 
 def ident(name: str) -> exp.Identifier:
@@ -84,8 +107,9 @@ class Term:
             else:
                 on = joins[place].args.get("on")
                 joins[place].set("on", exp.and_(on, condition) if on else condition)
-            for relation in [from_, *(j.this for j in joins)]:
-                push_key_filter(relation, condition)
+            if uses_key_semijoins():
+                for relation in [from_, *(j.this for j in joins)]:
+                    push_key_filter(relation, condition)
         return replace(self, from_=from_, joins=tuple(joins), where=tuple(where))
 
     def semijoin_filters(self) -> list[tuple[int | None, exp.Expr]]:

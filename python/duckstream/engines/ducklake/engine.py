@@ -93,6 +93,8 @@ def render(step: Step) -> list[str]:
 class DuckLakeEngine(Engine):
     dialect = "duckdb"
     changes_are_materialized = True
+    # DuckDB decorrelates a NULL-safe EXISTS by grouping every row of its input first
+    key_semijoins = True
 
     # -- run-time values -------------------------------------------------------------------
     def _var(self, name: str) -> str:
