@@ -336,14 +336,15 @@ class DuckLakeEngine(Engine):
             f" AND {same_names('t.table_name', _lit(tgt.name))}"
         )
         check = Sql(
-            f"SET VARIABLE {self._var('inlined')} = ((SELECT count(*) FROM {self.sql(tgt.table())})"
+            f"SET VARIABLE {self._var('inlined')} = (WITH t AS MATERIALIZED ({table_id})"
+            f" SELECT (SELECT count(*) FROM {self.sql(tgt.table())})"
             f" > (SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_data_file"
-            f" WHERE end_snapshot IS NULL AND table_id IN ({table_id}))"
+            " WHERE end_snapshot IS NULL AND table_id IN (SELECT table_id FROM t))"
             f" - (SELECT coalesce(sum(delete_count), 0) FROM {meta}.ducklake_delete_file"
-            f" WHERE end_snapshot IS NULL AND table_id IN ({table_id})))"
+            " WHERE end_snapshot IS NULL AND table_id IN (SELECT table_id FROM t)))"
         )
         refill = [
-            self.statement(exp.delete(self.tgt.table(), where=inlined)),
+            self.statement(exp.delete(tgt.table(), where=inlined)),
             *(self.statement(_guarded(insert, inlined)) for insert in inserts),
         ]
         return [
