@@ -20,8 +20,6 @@ SET VARIABLE _ivm_dl_main_mv_inlined = (WITH t AS MATERIALIZED (SELECT t.table_i
 BEGIN TRANSACTION;
 DELETE FROM dl.main.mv WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
 INSERT INTO dl.main.mv (customer, n, _ivm_count) SELECT * FROM (SELECT _ivm_r.customer AS customer, _ivm_r._ivm_count AS n, _ivm_r._ivm_count FROM (SELECT large.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count FROM (SELECT orders.customer AS customer, orders.amount AS amount FROM (SELECT * FROM dl.main.orders AT (VERSION => GETVARIABLE('_ivm_dl_main_mv_window').end_0)) AS orders WHERE orders.amount >= 10) AS large GROUP BY large.customer) AS _ivm_r WHERE _ivm_r._ivm_count > 0) AS _ivm_fill WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
-CALL ducklake_set_commit_message('dl', 'duckstream', 'cursors of dl.main.mv', extra_info => to_json(struct_pack(cursors := [struct_pack(source := 'dl.main.orders', table_id := CAST(GETVARIABLE('_ivm_dl_main_mv_window').table_id_0 AS BIGINT), snapshot := CAST(GETVARIABLE('_ivm_dl_main_mv_window').end_0 AS BIGINT))]))::VARCHAR);
-INSERT INTO dl.main._ivm_cursors (mv_name, source_table, table_id, last_snapshot) SELECT * FROM (VALUES ('mv', 'dl.main.orders', GETVARIABLE('_ivm_dl_main_mv_window').table_id_0, GETVARIABLE('_ivm_dl_main_mv_window').end_0)) WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
 COMMIT;
 
 -- maintain

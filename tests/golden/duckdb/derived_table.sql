@@ -20,8 +20,6 @@ SET VARIABLE _ivm_dl_main_mv_inlined = (WITH t AS MATERIALIZED (SELECT t.table_i
 BEGIN TRANSACTION;
 DELETE FROM dl.main.mv WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
 INSERT INTO dl.main.mv (customer, total, _ivm_row) SELECT * FROM (SELECT _ivm_v.customer, _ivm_v.total, CAST(GETVARIABLE('_ivm_dl_main_mv_window').end_0 AS BIGINT) * 4294967296 + ROW_NUMBER() OVER () AS _ivm_row FROM (SELECT t.customer AS customer, t.total AS total FROM (SELECT orders.customer AS customer, SUM(orders.amount) AS total FROM (SELECT * FROM dl.main.orders AT (VERSION => GETVARIABLE('_ivm_dl_main_mv_window').end_0)) AS orders GROUP BY orders.customer) AS t WHERE t.total > 15) AS _ivm_v) AS _ivm_fill WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
-CALL ducklake_set_commit_message('dl', 'duckstream', 'cursors of dl.main.mv', extra_info => to_json(struct_pack(cursors := [struct_pack(source := 'dl.main.orders', table_id := CAST(GETVARIABLE('_ivm_dl_main_mv_window').table_id_0 AS BIGINT), snapshot := CAST(GETVARIABLE('_ivm_dl_main_mv_window').end_0 AS BIGINT))]))::VARCHAR);
-INSERT INTO dl.main._ivm_cursors (mv_name, source_table, table_id, last_snapshot) SELECT * FROM (VALUES ('mv', 'dl.main.orders', GETVARIABLE('_ivm_dl_main_mv_window').table_id_0, GETVARIABLE('_ivm_dl_main_mv_window').end_0)) WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
 COMMIT;
 
 -- maintain

@@ -20,8 +20,6 @@ SET VARIABLE _ivm_dl_main_mv_inlined = (WITH t AS MATERIALIZED (SELECT t.table_i
 BEGIN TRANSACTION;
 DELETE FROM dl.main.mv WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
 INSERT INTO dl.main.mv (n, total, highest, _ivm_count, _ivm_a1, _ivm_a1_n, _ivm_a2) SELECT * FROM (SELECT _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_a2 AS highest, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n, _ivm_r._ivm_a2 FROM (SELECT CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a1, COUNT(orders.amount) AS _ivm_a1_n, MAX(orders.amount) AS _ivm_a2 FROM (SELECT * FROM dl.main.orders AT (VERSION => GETVARIABLE('_ivm_dl_main_mv_window').end_0)) AS orders) AS _ivm_r) AS _ivm_fill WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
-CALL ducklake_set_commit_message('dl', 'duckstream', 'cursors of dl.main.mv', extra_info => to_json(struct_pack(cursors := [struct_pack(source := 'dl.main.orders', table_id := CAST(GETVARIABLE('_ivm_dl_main_mv_window').table_id_0 AS BIGINT), snapshot := CAST(GETVARIABLE('_ivm_dl_main_mv_window').end_0 AS BIGINT))]))::VARCHAR);
-INSERT INTO dl.main._ivm_cursors (mv_name, source_table, table_id, last_snapshot) SELECT * FROM (VALUES ('mv', 'dl.main.orders', GETVARIABLE('_ivm_dl_main_mv_window').table_id_0, GETVARIABLE('_ivm_dl_main_mv_window').end_0)) WHERE GETVARIABLE('_ivm_dl_main_mv_inlined');
 COMMIT;
 
 -- maintain

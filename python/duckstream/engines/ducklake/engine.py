@@ -317,8 +317,10 @@ class DuckLakeEngine(Engine):
         The fill itself is inlined when it has few rows (at most the catalog's limit, 10 by
         default) and the option was not set before it: the table was created with it, or
         holds no option yet. Then its rows are written again, exactly, in a transaction of
-        their own: the same fill at the same pinned snapshots, with the same cursors. The
-        catalog's file list tells: the table holds more rows than its data files do. The
+        their own: the same fill at the same pinned snapshots. The refill advances no cursor,
+        so it records none (the fill's commit holds them, and a refresh reads the newest
+        commit that does). The catalog's file list tells: the table holds more rows than its
+        data files do. The
         refill's statements are guarded by that check, so they are no-ops when it is false,
         and the runner skips them (:class:`~duckstream.plan.StopUnless`)."""
         tgt = self.tgt
@@ -347,15 +349,7 @@ class DuckLakeEngine(Engine):
             self.statement(exp.delete(tgt.table(), where=inlined)),
             *(self.statement(_guarded(insert, inlined)) for insert in inserts),
         ]
-        return [
-            keep_out,
-            check,
-            StopUnless(self._var("inlined")),
-            Begin(),
-            *refill,
-            *self._write_cursors(guard=inlined),
-            Commit(),
-        ]
+        return [keep_out, check, StopUnless(self._var("inlined")), Begin(), *refill, Commit()]
 
     def record_cursors(self) -> list[Step]:
         return self._write_cursors(guard=None)
