@@ -321,7 +321,9 @@ class DuckLakeEngine(Engine):
         so it records none (the fill's commit holds them, and a refresh reads the newest
         commit that does). The catalog's file list tells: the table holds more rows than its
         data files do. The
-        refill's statements are guarded by that check, so they are no-ops when it is false,
+        refill's statements are guarded by that check (the deletes counted are those of live
+        data files: a rebuild ends the data files of the rows it deletes, not their delete
+        files), so they are no-ops when it is false,
         and the runner skips them (:class:`~duckstream.plan.StopUnless`)."""
         tgt = self.tgt
         catalog = self.sql(exp.to_identifier(tgt.catalog, quoted=True))
@@ -343,7 +345,9 @@ class DuckLakeEngine(Engine):
             f" > (SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_data_file"
             " WHERE end_snapshot IS NULL AND table_id IN (SELECT table_id FROM t))"
             f" - (SELECT coalesce(sum(delete_count), 0) FROM {meta}.ducklake_delete_file"
-            " WHERE end_snapshot IS NULL AND table_id IN (SELECT table_id FROM t)))"
+            " WHERE end_snapshot IS NULL AND data_file_id IN (SELECT data_file_id"
+            f" FROM {meta}.ducklake_data_file WHERE end_snapshot IS NULL"
+            " AND table_id IN (SELECT table_id FROM t))))"
         )
         refill = [
             self.statement(exp.delete(tgt.table(), where=inlined)),
