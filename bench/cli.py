@@ -59,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument("--reps", type=int, default=3, help="repetitions (medians are reported)")
     parser.add_argument(
+        "--history",
+        type=int,
+        default=2,
+        help="batches of the same workload each view is refreshed by auto (untimed) before"
+        " the measured one, so auto decides on the view's own measurements (0: the model)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=ROOT / "docs", help="where benchmarks.md and charts go"
     )
     parser.add_argument("--cache", type=Path, default=lakes.CACHE, help="TPC-H lake templates")
@@ -80,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.reps < 1:
         parser.error("--reps must be at least 1")
+    if args.history < 0:
+        parser.error("--history must be at least 0")
 
     def log(message: str) -> None:
         if not args.quiet:
@@ -99,12 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "load_before": _load(),
         "reps": args.reps,
+        "history": args.history,
     }
     config = Config(
         sfs=args.sf,
         queries=args.queries,
         workloads=args.workloads,
         reps=args.reps,
+        history=args.history,
         scaling=not args.no_scaling,
         cache=args.cache,
     )

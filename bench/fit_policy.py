@@ -2,10 +2,12 @@
 would have chosen with other cost-model constants (:class:`duckstream.refresh.Policy`), from
 the results of one or more benchmarks.
 
-Each run records auto's estimate of every source (``Run.estimates``) and the measured CPU time
-of both forced paths; this replays :func:`duckstream.refresh.decide` on those estimates and the
-plans' reads, and counts the runs where the chosen path took more than ``--slack`` (10%) the
-CPU time of the other: the benchmark's target. Nothing is measured again.
+Each run records auto's estimate of every source (``Run.estimates``), the view's measurements
+auto read (``Run.measured``) and the measured CPU time of both forced paths; this replays
+:func:`duckstream.refresh.decide` on those estimates and the plans' reads, then
+:func:`duckstream.refresh.calibrate` on those measurements, and counts the runs where the
+chosen path took more than ``--slack`` (10%) the CPU time of the other: the benchmark's
+target. Nothing is measured again.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from bench.report import read_json
 from bench.run import compile_views
-from duckstream.refresh import Policy, SourceEstimate, decide
+from duckstream.refresh import History, Policy, SourceEstimate, calibrate, decide
 
 
 def misses(runs, plans, policy: Policy, slack: float) -> list[str]:
@@ -29,7 +31,8 @@ def misses(runs, plans, policy: Policy, slack: float) -> list[str]:
             continue
         sources = {n: SourceEstimate(**e) for n, e in run.estimates.items()}
         plan = plans[run.query]
-        choice = decide(sources, policy, plan.maintain_reads, plan.rebuild_reads).strategy
+        model = decide(sources, policy, plan.maintain_reads, plan.rebuild_reads)
+        choice = calibrate(model, History.from_dict(run.measured), policy).strategy
         chosen = getattr(run, choice).cpu_seconds
         other = getattr(run, "full" if choice == "incremental" else "incremental").cpu_seconds
         if chosen > slack * other:

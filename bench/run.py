@@ -1,7 +1,9 @@
 """The measurement loop: lakes, views, change batches and, per query, every way to refresh.
 
 Per scale factor: copy the TPC-H template, set up one view per query (``mv_q<n>``) and keep
-that lake. Per workload: copy it and commit the workload's batch (one snapshot). Per
+that lake. Per workload: copy it, give every view a history (``history`` earlier batches of
+the same workload, each refreshed by auto, untimed: auto learns each path's time from them,
+as it does on a schedule) and commit the workload's measured batch (one snapshot). Per
 repetition, two fresh copies of that lake, so every repetition refreshes the same batch:
 
 * pass A, per query (after running the query once, untimed, to warm the caches):
@@ -146,6 +148,8 @@ class Run:
     estimates: dict[str, dict[str, int]] = field(default_factory=dict)
     # the sources' exact changes when auto copied them, netted, before deciding (else None)
     netted: dict[str, dict[str, int]] | None = None
+    # the view's measurements auto read (History's fields; None: results before it did)
+    measured: dict | None = None
 
 
 @dataclass
@@ -154,6 +158,7 @@ class Config:
     queries: Sequence[str] = SUPPORTED
     workloads: Sequence[str] = tuple(WORKLOADS)
     reps: int = 3
+    history: int = 2  # auto's untimed batches before the measured one (:func:`commit_batch`)
     scaling: bool = True
     cache: Path = lakes.CACHE
 
@@ -257,22 +262,42 @@ def _warm(con: duckdb.DuckDBPyConnection, query: str) -> None:
 
 
 def prepare_views(template: Path, target: Path, plans: dict[str, IVMPlan]) -> Path:
+    """Set every view up; each fill is measured (the view's first rebuild time, which auto
+    reads), so its query runs once before it, as before every measured operation."""
     lakes.copy_lake(template, target)
     con = lakes.connect(target)
     try:
-        for plan in plans.values():
+        for q, plan in plans.items():
+            _warm(con, q)
             setup(con, plan)
     finally:
         con.close()
     return target
 
 
-def commit_batch(views: Path, target: Path, sf: float, workload: Workload) -> Batch:
+def commit_batch(
+    views: Path,
+    target: Path,
+    sf: float,
+    workload: Workload,
+    plans: dict[str, IVMPlan],
+    history: int = 0,
+) -> Batch:
+    """Commit the workload's batch on a copy of the views' lake. Before it, ``history``
+    batches of the same workload (other seeds), each followed by an auto refresh of every
+    view, untimed: what a view maintained on a schedule has behind it. Auto records how long
+    each path took (:class:`duckstream.refresh.History`): the measured batch's auto decides
+    on them."""
     lakes.copy_lake(views, target)
     con = lakes.connect(target)
     try:
-        before = current_snapshot(con, LAKE)
         generate = GENERATORS[workload.generator]
+        for k in range(history):
+            generate(con, LAKE, random.Random(1000 * (k + 1) + workload.seed), workload.at(sf))
+            for q, plan in plans.items():
+                _warm(con, q)
+                refresh(con, plan, "auto")
+        before = current_snapshot(con, LAKE)
         counts = generate(con, LAKE, random.Random(workload.seed), workload.at(sf))
         after = current_snapshot(con, LAKE)
     finally:
@@ -344,6 +369,7 @@ def measure_rep(
                     if report.netted is None
                     else {n: asdict(e) for n, e in report.netted.items()}
                 ),
+                measured=None if report.history is None else asdict(report.history),
             )
             runs.append(run)
             log(
@@ -375,7 +401,7 @@ def run_benchmark(config: Config, log: Callable[[str], None] = print) -> Results
             for pair_sf, workload in pairs:
                 if pair_sf != sf:
                     continue
-                batch = commit_batch(views, work / "batch", sf, workload)
+                batch = commit_batch(views, work / "batch", sf, workload, plans, config.history)
                 results.batches.append(batch)
                 changed = ", ".join(
                     f"{t} +{c['inserted'] + c['updated']:,}/-{c['deleted'] + c['updated']:,}"

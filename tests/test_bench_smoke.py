@@ -18,7 +18,7 @@ from bench import fit_policy  # noqa: E402
 from bench.cli import main  # noqa: E402
 from bench.report import read_json  # noqa: E402
 from bench.run import compile_views  # noqa: E402
-from duckstream.refresh import Policy, SourceEstimate, decide  # noqa: E402
+from duckstream.refresh import History, Policy, SourceEstimate, calibrate, decide  # noqa: E402
 
 
 def test_bench_runs_and_views_equal_recomputation(tmp_path):
@@ -40,15 +40,17 @@ def test_bench_runs_and_views_equal_recomputation(tmp_path):
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "benchmarks.png").stat().st_size > 0
 
-    # bench.fit_policy replays auto's choice from the recorded estimates: with auto's own
-    # constants it must choose what auto chose
+    # bench.fit_policy replays auto's choice from the recorded estimates and measurements:
+    # with auto's own constants it must choose what auto chose
     recorded, _ = read_json(results / "latest.json")
     plans = compile_views(["1", "3", "17"])
     for run in recorded.runs:
         assert any(e["inserted"] for e in run.estimates.values())  # both windows append
         sources = {name: SourceEstimate(**e) for name, e in run.estimates.items()}
         plan = plans[run.query]
-        replayed = decide(sources, Policy(), plan.maintain_reads, plan.rebuild_reads)
+        model = decide(sources, Policy(), plan.maintain_reads, plan.rebuild_reads)
+        assert run.measured is not None and run.measured["full"] is not None  # the fills
+        replayed = calibrate(model, History.from_dict(run.measured), Policy())
         assert replayed.strategy == run.auto_strategy, run
     assert fit_policy.main([str(results / "latest.json")]) == 0
 

@@ -9,12 +9,14 @@ fixed cost of an incremental refresh, which on a view this small outweighs any c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake.runner import Policy, RefreshReport, choose, refresh
 from duckstream.plan import Read
-from duckstream.refresh import SourceEstimate, decide, join_reads
+from duckstream.refresh import History, Measured, SourceEstimate, calibrate, decide, join_reads
 from duckstream.runtime import refresh as runtime_refresh
 from duckstream.runtime import setup
 from duckstream.testing.differential import DuckLakeHarness
@@ -24,7 +26,7 @@ VIEW = (
     " FROM facts f JOIN dims d ON f.k = d.k GROUP BY d.name"
 )
 FACTS = "dl.main.facts"
-LEAN = Policy(overhead_rows=0)
+LEAN = Policy(use_measurements=False, overhead_rows=0)
 
 
 @pytest.fixture
@@ -55,7 +57,9 @@ def test_no_change_is_incremental(view):
 def test_small_change_is_incremental(view):
     harness, plan = view
     harness.con.execute("INSERT INTO dl.main.facts SELECT 100000 + i, i, 5 FROM range(50) r(i)")
-    assert choose(harness.con, plan, Policy()).strategy == "full"  # the fixed cost
+    assert (
+        choose(harness.con, plan, Policy(use_measurements=False)).strategy == "full"
+    )  # the fixed cost
     report = _refresh(harness, plan, policy=LEAN)
     assert report.strategy == "incremental"
     assert report.sources[FACTS].inserted == 50 and report.sources[FACTS].deleted == 0
@@ -88,7 +92,9 @@ def test_deletes_read_their_data_files(view):
     harness, plan = view
     harness.con.execute("DELETE FROM dl.main.facts WHERE id < 30")
     # dims, scanned for the deleted keys, costs a rebuild's row each: the file decides
-    estimate = choose(harness.con, plan, Policy(overhead_rows=0, delete_reach=1.0))
+    estimate = choose(
+        harness.con, plan, Policy(use_measurements=False, overhead_rows=0, delete_reach=1.0)
+    )
     assert estimate.sources[FACTS].deleted == 30
     assert estimate.sources[FACTS].scanned == 100000
     assert estimate.incremental_cost is not None and estimate.full_cost is not None
@@ -104,7 +110,7 @@ def test_updates_count_twice_and_several_snapshots_add_up(view):
     harness.con.execute("INSERT INTO dl.main.facts VALUES (-1, 3, 3), (-2, 4, 4)")  # inlined
     harness.con.execute("DELETE FROM dl.main.facts WHERE id = -1")
     harness.con.execute("UPDATE dl.main.dims SET name = 'renamed' WHERE k = 3")
-    report = choose(harness.con, plan, Policy())
+    report = choose(harness.con, plan, Policy(use_measurements=False))
     feed = harness.con.execute(
         "SELECT (SELECT count(*) FROM ducklake_table_insertions('dl', 'main', 'facts', ?, ?)),"
         " (SELECT count(*) FROM ducklake_table_deletions('dl', 'main', 'facts', ?, ?))",
@@ -120,7 +126,7 @@ def test_updates_count_twice_and_several_snapshots_add_up(view):
 def test_forced_strategies_and_policy(view):
     harness, plan = view
     harness.con.execute("INSERT INTO dl.main.facts VALUES (-5, 1, 1)")
-    eager = Policy(max_fraction=0.0)
+    eager = Policy(use_measurements=False, max_fraction=0.0)
     report = _refresh(harness, plan, policy=eager)
     assert report.strategy == "full" and report.requested == "auto"
     harness.con.execute("INSERT INTO dl.main.facts VALUES (-6, 1, 1)")
@@ -154,7 +160,9 @@ def test_auto_rebuilds_when_incremental_is_impossible(view, change):
     harness, plan = view
     harness.con.execute("INSERT INTO dl.main.facts VALUES (-8, 1, 1)")
     harness.con.execute(change.format(cursor=_cursor(harness)))
-    estimate = choose(harness.con, plan, Policy())  # the estimate sees it, not only the pin
+    estimate = choose(
+        harness.con, plan, Policy(use_measurements=False)
+    )  # the estimate sees it, not only the pin
     assert estimate.strategy == "full" and estimate.sources == {}
     assert any(word in estimate.reason for word in ("expired", "recreated", "altered"))
     report = _refresh(harness, plan)
@@ -247,7 +255,7 @@ def test_auto_weighs_the_scans_the_changes_enable(view):
     Under EXISTS, the new dims' keys restrict the DISTINCT over facts: incremental. Ten new
     facts: the affected keys prune both scans of facts: incremental. Either way, exact."""
     harness, _ = view
-    fixed = Policy(overhead_rows=1_000)
+    fixed = Policy(use_measurements=False, overhead_rows=1_000)
     scalar = harness.compile(SCALAR_VIEW, mv_name="mv_scalar")
     exists = harness.compile(EXISTS_VIEW, mv_name="mv_exists")
     setup(harness.con, scalar)
@@ -276,7 +284,7 @@ def test_the_cost_model_counts_the_scans_the_window_runs():
         big: SourceEstimate(big, rows=1_000_000, inserted=100),
         small: SourceEstimate(small, rows=1_000),
     }
-    lean = Policy(overhead_rows=0)
+    lean = Policy(use_measurements=False, overhead_rows=0)
     plain = decide(sources, lean)  # a plain join: the term of big's changes scans small
     assert plain.incremental_cost == 100 + 0.1 * 1_000 and plain.full_cost == 1_001_000
     only_small = [Read(big, (frozenset({small}),), whole=True)]  # runs only when small changes
@@ -328,7 +336,7 @@ def test_a_window_with_no_change_runs_nothing_but_its_pin(view, strategy):
 # deleted and 500 inserted, the view's columns (k, v) net to nothing.
 UNREAD_UPDATE = "UPDATE dl.main.facts SET id = id + 1000000 WHERE id < 500"
 # Copy the changes before settling on a rebuild even though they sit in a 100k-row file.
-NET_FIRST = Policy(net_first=5.0, copy_rows=0)
+NET_FIRST = Policy(use_measurements=False, net_first=5.0, copy_rows=0)
 COPY = "TEMP TABLE temp.main._ivm_dl_main_mv_changes_0 AS"
 DELTA = "TEMP TABLE temp.main._ivm_dl_main_mv_delta AS"
 
@@ -358,7 +366,7 @@ def test_auto_nets_the_changes_before_settling_on_a_rebuild(view):
     assert refresh(harness.con, plan).reason == "no source changed"  # the cursors moved
     # without room to copy first, the catalog's estimate stands
     harness.con.execute("UPDATE dl.main.facts SET id = -id WHERE id BETWEEN 1000 AND 1499")
-    report = _refresh(harness, plan, policy=Policy(net_first=0))
+    report = _refresh(harness, plan, policy=Policy(use_measurements=False, net_first=0))
     assert report.strategy == "full" and report.netted is None
 
 
@@ -428,7 +436,7 @@ def test_auto_refreshes_from_its_copies_when_netting_turns_the_choice(view):
     (made once) and applies them."""
     harness, plan = view
     harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id BETWEEN 700 AND 709")
-    lean = Policy(overhead_rows=0, margin=0.5, net_first=5.0, copy_rows=0)
+    lean = Policy(use_measurements=False, overhead_rows=0, margin=0.5, net_first=5.0, copy_rows=0)
     assert choose(harness.con, plan, lean).strategy == "full"
     recording = _Recording(harness.con)
     report = refresh(recording, plan, policy=lean)
@@ -437,3 +445,89 @@ def test_auto_refreshes_from_its_copies_when_netting_turns_the_choice(view):
     assert report.netted[FACTS].changed > 0
     ran = " ".join(recording.statements)
     assert ran.count(COPY) == 1 and DELTA in ran and _temp_tables(harness) == 0
+
+
+# -- auto on the view's own measurements (duckstream.refresh.calibrate) ---------------------
+
+MEASURED = Policy(overhead_rows=200_000)  # the model: a small change ~2x a rebuild
+
+
+def _history(harness: DuckLakeHarness) -> History:
+    return ducklake_cursors.history(harness.con, "dl", "dl.main.mv")
+
+
+def test_each_path_records_how_long_it_took(view):
+    """The fill records the rebuild's time (no estimate: no cost); a requested refresh its
+    time without a cost, which auto cannot scale, so does not use; auto's refresh both."""
+    harness, plan = view
+    fill = _history(harness).full
+    assert fill is not None and fill.ms > 0 and fill.cost is None
+    harness.con.execute("INSERT INTO dl.main.facts SELECT 100000 + i, i, 5 FROM range(50) r(i)")
+    _refresh(harness, plan, strategy="incremental")
+    assert _history(harness) == History(fill, None)
+    harness.con.execute("INSERT INTO dl.main.facts SELECT 200000 + i, i, 5 FROM range(50) r(i)")
+    report = _refresh(harness, plan, policy=LEAN)
+    assert report.strategy == "incremental" and report.incremental_cost
+    measured = _history(harness).incremental
+    assert measured is not None and measured.ms > 0
+    assert measured.cost == report.incremental_cost
+
+
+def test_plain_sql_records_no_measurement(lake):
+    """The plan as plain SQL has no clock: its commit records none, and auto then has only
+    the model."""
+    lake.execute("CREATE TABLE dl.main.t (a INTEGER)")
+    lake.execute("INSERT INTO dl.main.t SELECT i FROM range(20) r(i)")
+    harness = DuckLakeHarness(lake)
+    plan = harness.compile("SELECT a, count(*) AS n FROM dl.main.t GROUP BY a")
+    for statement in [plan.create_cursors_table, plan.create_mv, *plan.initialize_cursors]:
+        lake.execute(statement)
+    assert _history(harness) == History()
+    assert ducklake_cursors.read(lake, "dl", "dl.main.mv") is not None  # the cursors are
+
+
+def test_auto_tries_an_unmeasured_refresh_then_decides_on_times(view):
+    """After the fill only the rebuild is measured: a change the model puts within
+    ``explore`` of the rebuild is refreshed, to be measured; the next change is decided on
+    the two measured times, the refresh's scaled by its estimated cost."""
+    harness, plan = view
+    harness.con.execute("INSERT INTO dl.main.facts SELECT 100000 + i, i, 5 FROM range(50) r(i)")
+    model = choose(harness.con, plan, replace(MEASURED, use_measurements=False))
+    assert model.strategy == "full"  # the model alone rebuilds
+    report = _refresh(harness, plan, policy=MEASURED)
+    assert report.strategy == "incremental" and "a refresh never: trying it" in report.reason
+    seen = _history(harness)
+    assert seen.full is not None and seen.incremental is not None
+    assert seen.incremental.cost is not None
+    harness.con.execute("INSERT INTO dl.main.facts SELECT 200000 + i, i, 5 FROM range(80) r(i)")
+    report = _refresh(harness, plan, policy=MEASURED)
+    assert report.incremental_cost is not None and "measured: a refresh ~" in report.reason
+    refresh_ms = seen.incremental.ms * report.incremental_cost / seen.incremental.cost
+    expected = "full" if refresh_ms > seen.full.ms else "incremental"
+    assert report.strategy == expected, report.reason
+
+
+@pytest.mark.parametrize(
+    ("refresh_ms", "rebuild_ms", "expected"),
+    [(10.0, 100.0, "incremental"), (100.0, 10.0, "full"), (55.0, 50.0, "full")],
+)
+def test_measured_times_overrule_the_model(refresh_ms, rebuild_ms, expected):
+    """Whichever way the model leans, two measured paths decide (a refresh at the same
+    estimated cost: its time as measured)."""
+    for leaning in ("incremental", "full"):
+        model = RefreshReport(leaning, "auto", "model", {}, 1_000_000.0, 1_000_000.0)
+        history = History(
+            Measured("full", rebuild_ms), Measured("incremental", refresh_ms, 1_000_000.0)
+        )
+        assert calibrate(model, history, Policy()).strategy == expected
+        assert calibrate(model, history, Policy(use_measurements=False)).strategy == leaning
+
+
+def test_measurements_leave_requested_paths_and_big_changes_alone():
+    fast = History(Measured("full", 100.0), Measured("incremental", 1.0, 1_000.0))
+    requested = RefreshReport("full", "full", "requested")
+    assert calibrate(requested, fast, Policy()).strategy == "full"
+    big = RefreshReport("full", "auto", "t changed more than 10%", {}, 1.0, 2.0, by_fraction=True)
+    assert calibrate(big, fast, Policy()).strategy == "full"
+    far = RefreshReport("full", "auto", "model", {}, 5_000_000.0, 1_000_000.0)
+    assert calibrate(far, History(fast.full), Policy()).strategy == "full"  # beyond explore

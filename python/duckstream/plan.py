@@ -98,6 +98,15 @@ class StopUnless:
 
 
 @dataclass(frozen=True)
+class Measure:
+    """Set the run-time ``variable`` to how long the path has run so far (a JSON measurement
+    the cursors' commit carries: :class:`duckstream.refresh.Measured`). A clock is the
+    runner's: as plain SQL the variable is NULL, and the commit records no measurement."""
+
+    variable: str
+
+
+@dataclass(frozen=True)
 class CommitWith:
     """Run ``statement`` so that its commit carries ``properties`` (Iceberg snapshot
     properties: the view's cursors, committed with its data)."""
@@ -115,7 +124,7 @@ class Cleanup:
 
 
 Step = (Sql | Begin | Commit | CreateTemp | PinSnapshot | PinWindow | SetValues | StopUnless) | (
-    Applied | CommitWith | Cleanup
+    Applied | Measure | CommitWith | Cleanup
 )
 
 

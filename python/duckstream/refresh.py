@@ -28,6 +28,15 @@ view is taken for a plain join that reads each source once (:func:`join_reads`).
 Auto picks full when ``incr > margin * full``, or when any source changed by more than
 ``max_fraction`` of its rows.
 
+The constants are fitted on one machine; on another a rebuild may cost more or less against a
+refresh. So each view also keeps its own measurements (:class:`History`): every path a refresh
+or a fill runs records how long it took, with the cost the model gave it, in the commit of
+the view's cursors. Once the view has measured both paths, auto compares their measured times
+instead, the refresh's scaled by its estimated cost (:func:`calibrate`): ``incr_ms = last
+incremental ms * incr / its incr`` against ``full_ms = last rebuild ms`` (scaled the same way
+when that rebuild was estimated too). A view whose refresh was never measured (a fill records
+the rebuild) tries it once when the model puts it within ``explore`` times the rebuild.
+
 The catalog counts rows written, not rows changed in the columns the view reads: an update of
 a column the view does not read counts as a delete and an insert, which net to nothing. So
 when the estimate picks the rebuild, but would not were the cheaply copied updated sources to
@@ -47,7 +56,7 @@ the view as it is: the refresh only advances the cursors.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from duckstream.plan import Read
 
@@ -85,6 +94,8 @@ class Policy:
     """
 
     insert_reach: float = 0.1
+    use_measurements: bool = True  # False: the model alone decides (:func:`calibrate`)
+    explore: float = 4.0  # 0: never try an unmeasured refresh the model says is slower
     delete_reach: float = 0.4
     overhead_rows: int = 1_500_000
     max_fraction: float = 0.10
@@ -92,6 +103,51 @@ class Policy:
     net_first: float = 0.3
     copy_rows: int = 400_000
     copy_reach: float = 0.8
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One run of a path: how long it took (ms, from the first statement after the window
+    pin to the cursors' record, the commit left out: the same for both paths) and the cost
+    the model gave it (rows read; None when it ran without an estimate: a fill, or a path
+    that was requested)."""
+
+    path: str  # "incremental" or "full"
+    ms: float
+    cost: float | None = None
+
+
+@dataclass(frozen=True)
+class History:
+    """A view's newest measurement of each path (None: not measured, or not recently)."""
+
+    full: Measured | None = None
+    incremental: Measured | None = None
+
+    @classmethod
+    def from_dict(cls, fields: dict | None) -> History:
+        """The history ``dataclasses.asdict`` wrote (None: an empty one)."""
+        found = fields or {}
+        full, incremental = found.get("full"), found.get("incremental")
+        return cls(
+            None if full is None else Measured(**full),
+            None if incremental is None else Measured(**incremental),
+        )
+
+    @classmethod
+    def of(cls, newest_first: Iterable[Measured]) -> History:
+        """The newest full and the newest estimated incremental run of ``newest_first``.
+
+        >>> History.of([Measured("incremental", 5.0), Measured("full", 9.0)])  # no cost
+        History(full=Measured(path='full', ms=9.0, cost=None), incremental=None)
+        """
+        full = incremental = None
+        for m in newest_first:
+            if m.path == "full" and full is None:
+                full = m
+            elif m.path == "incremental" and incremental is None and m.cost:
+                incremental = m
+        return cls(full, incremental)
 
 
 @dataclass(frozen=True)
@@ -128,6 +184,8 @@ class RefreshReport:
     # The exact changes after netting, when auto copied them before deciding (sources: the
     # catalog's estimate, which the decision started from).
     netted: dict[str, SourceEstimate] | None = None
+    by_fraction: bool = False  # a source changed by more than max_fraction: a rebuild, always
+    history: History | None = None  # the view's measurements auto decided with (calibrate)
 
     @property
     def change_rows(self) -> dict[str, int]:
@@ -191,7 +249,7 @@ def decide(
         reason = (
             f"{summary}: {biggest.source} changed more than {policy.max_fraction:.0%} of its rows"
         )
-        return RefreshReport("full", "auto", reason, sources, incremental, full)
+        return RefreshReport("full", "auto", reason, sources, incremental, full, by_fraction=True)
     ratio = incremental / max(full, 1.0)
     verdict = "full" if ratio > policy.margin else "incremental"
     reason = (
@@ -249,7 +307,8 @@ def sources_to_net(
         name: SourceEstimate(name, s.rows) if name in cheap else s
         for name, s in report.sources.items()
     }
-    if decide(best, policy, reads, rebuild).strategy == "full":
+    without = calibrate(decide(best, policy, reads, rebuild), history_of(report), policy)
+    if without.strategy == "full":
         return []
     return sorted(cheap, key=cost.__getitem__)
 
@@ -275,7 +334,7 @@ def decide_netted(
         for name, s in estimated.sources.items()
     }
     if any(s.changed for s in netted.values()):
-        report = decide(netted, policy, reads, rebuild)
+        report = calibrate(decide(netted, policy, reads, rebuild), history_of(estimated), policy)
         why = report.reason
     else:
         report = RefreshReport("incremental", "auto", "", {}, 0.0, estimated.full_cost)
@@ -283,3 +342,57 @@ def decide_netted(
     report.reason = f"{estimated.reason}; after netting: {why}"
     report.sources, report.netted = estimated.sources, netted
     return report
+
+
+def history_of(report: RefreshReport) -> History:
+    """The measurements ``report`` was decided with (none when it was not calibrated)."""
+    return report.history or History()
+
+
+def calibrate(report: RefreshReport, history: History, policy: Policy) -> RefreshReport:
+    """``report`` (the model's choice) decided again on the view's own measurements.
+
+    With both paths measured, the times decide: the refresh's last time scaled by the
+    estimated cost of this window against its own, against the last rebuild's time (scaled
+    too when it had an estimate). With only the rebuild measured, and the model against the
+    refresh by at most ``policy.explore``, the refresh is tried, to be measured. Anything
+    else stays as the model chose (no estimate; more than ``max_fraction`` changed).
+
+    >>> model = RefreshReport("full", "auto", "model", {}, 3_000_000.0, 2_000_000.0)
+    >>> fill = Measured("full", 200.0)
+    >>> calibrate(model, History(fill), Policy()).strategy  # the refresh was never measured
+    'incremental'
+    >>> calibrate(model, History(fill), Policy(explore=0)).strategy
+    'full'
+    >>> seen = History(fill, Measured("incremental", 60.0, 1_500_000.0))
+    >>> calibrate(model, seen, Policy()).reason  # 60 ms * 3M / 1.5M: 120 ms, against 200 ms
+    'model; measured: a refresh ~120 ms (60 ms at cost 1,500,000), a rebuild ~200 ms'
+    """
+    report = replace(report, history=history)
+    incremental_cost, full_cost = report.incremental_cost, report.full_cost
+    if report.requested != "auto" or not incremental_cost or not full_cost or report.by_fraction:
+        return report
+    if not policy.use_measurements:
+        return report
+    if history.full is None:
+        return report
+    full_ms = history.full.ms
+    if history.full.cost:
+        full_ms *= full_cost / history.full.cost
+    if history.incremental is None or history.incremental.cost is None:
+        if report.strategy == "full" and incremental_cost <= policy.explore * full_cost:
+            why = (
+                f"; measured: a rebuild ~{full_ms:,.0f} ms, a refresh never: trying it"
+                f" (at most {policy.explore:g}x the rebuild's rows)"
+            )
+            return replace(report, strategy="incremental", reason=report.reason + why)
+        return report
+    measured = history.incremental
+    assert measured.cost is not None
+    incremental_ms = measured.ms * incremental_cost / measured.cost
+    strategy = "full" if incremental_ms > policy.margin * full_ms else "incremental"
+    why = (
+        f"; measured: a refresh ~{incremental_ms:,.0f} ms ({measured.ms:,.0f} ms at cost"
+        f" {measured.cost:,.0f}), a rebuild ~{full_ms:,.0f} ms"
+    )
+    return replace(report, strategy=strategy, reason=report.reason + why)

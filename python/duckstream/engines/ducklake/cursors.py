@@ -13,6 +13,10 @@ cursors also appends their rows to the view's cursors table: an append-only log 
 duckstream never reads (an INSERT needs no read), which guarantees the commit and lets people
 see the history (``SELECT * FROM _ivm_cursors``; old rows may be deleted at will).
 
+The extra info also holds how long the path that made the commit took (``measured``, set by
+the runner, NULL from plain SQL): auto reads the view's recent measurements from the same log
+(:func:`history`, :func:`duckstream.refresh.calibrate`).
+
 >>> message("lake.main.revenue")
 'cursors of lake.main.revenue'
 >>> record("lake", "lake.main.v", [("lake.main.t", "3", "17")])[:80]
@@ -25,6 +29,7 @@ import json
 
 from duckstream.connection import Connection
 from duckstream.connection import literal as _lit
+from duckstream.refresh import History, Measured
 
 AUTHOR = "duckstream"
 
@@ -34,16 +39,21 @@ def message(view: str) -> str:
     return f"cursors of {view}"
 
 
-def record(catalog: str, view: str, cursors: list[tuple[str, str, str]]) -> str:
+def record(
+    catalog: str, view: str, cursors: list[tuple[str, str, str]], measured: str | None = None
+) -> str:
     """A statement, inside the refresh's transaction, making its commit carry the cursors
-    ``(source, table id SQL, snapshot SQL)`` of ``view`` (a catalog of DuckLake ``catalog``).
-    """
+    ``(source, table id SQL, snapshot SQL)`` of ``view`` (a catalog of DuckLake ``catalog``),
+    and the JSON measurement in the run-time variable ``measured``, when given."""
     items = ", ".join(
         f"struct_pack(source := {_lit(source)}, table_id := CAST({table_id} AS BIGINT),"
         f" snapshot := CAST({snapshot} AS BIGINT))"
         for source, table_id, snapshot in cursors
     )
-    info = f"to_json(struct_pack(cursors := [{items}]))::VARCHAR"
+    fields = f"cursors := [{items}]"
+    if measured is not None:
+        fields += f", measured := CAST(getvariable({_lit(measured)}) AS JSON)"
+    info = f"to_json(struct_pack({fields}))::VARCHAR"
     return (
         f"CALL ducklake_set_commit_message({_lit(catalog)}, {_lit(AUTHOR)},"
         f" {_lit(message(view))}, extra_info => {info})"
@@ -80,6 +90,34 @@ def parse(info: str) -> list[tuple[str, int, int]]:
     """
     cursors = json.loads(info)["cursors"]
     return [(c["source"], int(c["table_id"]), int(c["snapshot"])) for c in cursors]
+
+
+HISTORY = 16  # the newest commits of a view's cursors that auto reads its measurements from
+
+
+def history(con: Connection, catalog: str, view: str) -> History:
+    """``view``'s newest measurement of each path, among its :data:`HISTORY` newest commits."""
+    meta = metadata_database(catalog)
+    rows = con.execute(
+        f"SELECT commit_extra_info FROM {meta}.ducklake_snapshot_changes"
+        f" WHERE author = {_lit(AUTHOR)} AND commit_message = {_lit(message(view))}"
+        f" ORDER BY snapshot_id DESC LIMIT {HISTORY}"
+    ).fetchall()
+    return History.of(m for (info,) in rows if (m := measurement(info)) is not None)
+
+
+def measurement(info: str) -> Measured | None:
+    """The measurement a commit's extra info holds (None: none, as from plain SQL).
+
+    >>> measurement('{"cursors": [], "measured": {"path": "full", "ms": 9.5, "cost": null}}')
+    Measured(path='full', ms=9.5, cost=None)
+    >>> measurement('{"cursors": [], "measured": null}')
+    """
+    found = json.loads(info).get("measured")
+    if not isinstance(found, dict):
+        return None
+    cost = found.get("cost")
+    return Measured(str(found["path"]), float(found["ms"]), None if cost is None else float(cost))
 
 
 def read(con: Connection, catalog: str, view: str) -> dict[str, tuple[int, int]] | None:

@@ -32,6 +32,7 @@ from duckstream.plan import (
     Cleanup,
     Commit,
     CreateTemp,
+    Measure,
     PinSnapshot,
     PinWindow,
     Sql,
@@ -87,6 +88,8 @@ def render(step: Step) -> list[str]:
         return [ducklake_window.pin_sql(step.spec)]
     if isinstance(step, Applied | StopUnless):
         return []  # StopUnless: the statements after it are guarded by the same value
+    if isinstance(step, Measure):
+        return [f"SET VARIABLE {step.variable} = NULL"]  # no clock in SQL: no measurement
     raise TypeError(f"DuckLake plans have no {type(step).__name__} step")
 
 
@@ -375,8 +378,10 @@ class DuckLakeEngine(Engine):
         mv = _lit(self.tgt.name)
         rows = ", ".join(f"({mv}, {_lit(fqn)}, {tid}, {snap})" for fqn, tid, snap in cursors)
         where = f" WHERE {self.sql(guard)}" if guard is not None else ""
+        measured = self._var("measured")
         return [
-            Sql(ducklake_cursors.record(self.tgt.catalog, self.tgt.fqn, cursors)),
+            Measure(measured),
+            Sql(ducklake_cursors.record(self.tgt.catalog, self.tgt.fqn, cursors, measured)),
             Sql(
                 f"INSERT INTO {self.sql(self.tgt.cursors_table())} (mv_name, source_table,"
                 f" table_id, last_snapshot) SELECT * FROM (VALUES {rows}){where}"

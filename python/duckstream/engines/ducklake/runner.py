@@ -32,14 +32,17 @@ goes on from them.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import warnings
 from collections.abc import Callable, Generator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeGuard
 
 from duckstream.connection import Connection, literal
 from duckstream.engines.base import MULT
+from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.engine import render
 from duckstream.engines.ducklake.estimate import estimate
@@ -51,6 +54,7 @@ from duckstream.plan import (
     Commit,
     CreateTemp,
     IVMPlan,
+    Measure,
     PinSnapshot,
     PinWindow,
     Sql,
@@ -61,6 +65,7 @@ from duckstream.plan import (
 from duckstream.refresh import (
     Policy,
     RefreshReport,
+    calibrate,
     check_strategy,
     decide,
     decide_netted,
@@ -90,6 +95,33 @@ def refuse_open_transaction(con: Connection, operation: str) -> None:
             f"duckstream: {operation} must run outside a transaction: it runs its own, and"
             " DuckDB cannot nest them; commit or roll back yours first (it is untouched)"
         )
+
+
+@dataclass(frozen=True)
+class _Clock:
+    """The path being run, the model's cost of it (None: not estimated), and when it began."""
+
+    path: str
+    cost: float | None
+    start: float
+
+    def measurement(self) -> str:
+        ms = (time.perf_counter() - self.start) * 1000
+        return json.dumps({"path": self.path, "ms": round(ms, 3), "cost": self.cost})
+
+
+_clock: ContextVar[_Clock | None] = ContextVar("duckstream_clock", default=None)
+
+
+@contextlib.contextmanager
+def measuring(path: str, cost: float | None = None) -> Generator[None]:
+    """Time the statements run inside as ``path``: the cursors' commit records how long they
+    took up to it (:class:`~duckstream.plan.Measure`), for auto's next decisions."""
+    token = _clock.set(_Clock(path, cost, time.perf_counter()))
+    try:
+        yield
+    finally:
+        _clock.reset(token)
 
 
 def _is(statement: str, *words: str) -> bool:
@@ -154,7 +186,11 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             to_applied = not isinstance(step, Applied)
             continue
         try:
-            if isinstance(step, PinWindow):
+            if isinstance(step, Measure):
+                clock = _clock.get()
+                value = "NULL" if clock is None else literal(clock.measurement())
+                con.execute(f"SET VARIABLE {step.variable} = {value}")
+            elif isinstance(step, PinWindow):
                 window = ducklake_window.read(con, step.spec, pin=True)
                 skipping = own and not window.values["changed"]
             else:
@@ -214,7 +250,8 @@ def setup(con: Connection, plan: IVMPlan) -> None:
     """Create the cursors table and the materialized view, and fill it at a pinned snapshot."""
     refuse_open_transaction(con, "setup()")
     run_statements(con, [*plan.steps["create_cursors_table"], *plan.steps["create_mv"]])
-    run_statements(con, plan.steps["initialize_cursors"])
+    with measuring("full"):
+        run_statements(con, plan.steps["initialize_cursors"])
 
 
 Runner = Callable[..., None]  # run_statements(con, statements, *, opened=False)
@@ -240,10 +277,12 @@ def refresh(
     refuse_open_transaction(con, "refresh()")
     start = time.perf_counter()
     if strategy == "incremental":
-        run_statements(con, plan.steps["maintain"])
+        with measuring("incremental"):
+            run_statements(con, plan.steps["maintain"])
         report = RefreshReport("incremental", strategy, "requested")
     elif strategy == "full":
-        run_statements(con, plan.steps["initialize_cursors"])
+        with measuring("full"):
+            run_statements(con, plan.steps["initialize_cursors"])
         report = RefreshReport("full", strategy, "requested")
     else:
         report = _auto(con, plan, policy or Policy())
@@ -399,7 +438,10 @@ def finish(
         if pinned.copied:  # the change copies auto netted: dropped after the COMMIT
             rest += [s for s in maintain if isinstance(s, Cleanup)]
     commit = index_of(rest, Commit)
-    run(con, [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]], opened=True)
+    report = pinned.report
+    cost = report.incremental_cost if report.strategy == "incremental" else report.full_cost
+    with measuring(report.strategy, cost):
+        run(con, [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]], opened=True)
 
 
 def rebuild(
@@ -416,17 +458,18 @@ def rebuild(
     steps = plan.steps["initialize_cursors"]
     begin, commit = index_of(steps, Begin), index_of(steps, Commit)
     create = plan.steps["create_mv"] if replace else []
-    run(
-        con,
-        [
-            *steps[: begin + 1],
-            *plan.steps["create_cursors_table"],
-            *create,
-            *steps[begin + 1 : commit],
-            *(Sql(s) for s in before_commit),
-            *steps[commit:],
-        ],
-    )
+    with measuring("full"):
+        run(
+            con,
+            [
+                *steps[: begin + 1],
+                *plan.steps["create_cursors_table"],
+                *create,
+                *steps[begin + 1 : commit],
+                *(Sql(s) for s in before_commit),
+                *steps[commit:],
+            ],
+        )
 
 
 def abandon(con: Connection) -> None:
@@ -452,5 +495,8 @@ def choose(
         report = RefreshReport("full", "auto", found)
     else:
         report = decide(found, policy, plan.maintain_reads, plan.rebuild_reads)
+        view = ducklake_window.spec_of(plan.steps["maintain"]).view
+        measured = ducklake_cursors.history(con, view.split(".", 1)[0], view)
+        report = calibrate(report, measured, policy)
     report.estimate_seconds = time.perf_counter() - start
     return report
