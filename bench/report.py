@@ -337,6 +337,11 @@ def markdown(results: Results, environment: dict) -> str:
         "- **auto**: `refresh(strategy='auto')`, estimate included: what users get; **auto"
         " picks** is the path it chose. **incremental** / **full**: the forced paths (`maintain`"
         " / `initialize_cursors`, atomic with the cursors).",
+        f"- Before each measured batch, every view was refreshed by auto after"
+        f" {environment.get('history', 0)} earlier batches of the same workload (untimed), as"
+        " on a schedule: auto decides on the times each path took then, and on the view's"
+        " first build (the cost model alone decides when a path was never measured; a"
+        " refresh the model puts within 4x a rebuild is tried once, to be measured).",
         "- **recompute**: `CREATE OR REPLACE TABLE ... AS` the query, into the same catalog.",
         "- **floor**: reading the batch's inserted and deleted rows of the sources the query"
         " reads (the columns it uses) with `ducklake_table_insertions/deletions`.",
