@@ -338,6 +338,24 @@ _TK = [("k", "INTEGER"), ("c0", "INTEGER")]
 REGRESSIONS = [
     pytest.param(
         (
+            [_t("t0", _TK, [])],
+            "WITH cte1 AS (SELECT DISTINCT k, k AS x0, k AS x1 FROM t0 WHERE k = 0)"
+            " SELECT count(*) AS o0, count(*) AS o1 FROM cte1",
+            [
+                [
+                    [Insert("t0", ((None, None),) * 3), Insert("t0", ((0, None),))],
+                    [Insert("t0", ((-3, None),))],
+                ],
+                [[Update("t0", "c0 = NULL", "k >= -3")]],
+            ],
+            False,
+            {},
+            0,
+        ),
+        id="table_statistics_leave_a_value_out",
+    ),
+    pytest.param(
+        (
             [_t("t0", _TK, [(5, 4), (6, 9)])],
             "SELECT min(c0) AS o1, count(DISTINCT k) AS v FROM t0",
             [[[Update("t0", "k = 5", "k = 6")]]],

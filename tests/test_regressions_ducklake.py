@@ -377,7 +377,7 @@ def test_grouping_the_change_feed_of_a_mostly_null_key(tmp_path):
     DuckDB 1.5.5's perfect hash aggregate over this DuckLake change feed (inlining off)
     stopped with "Perfect hash aggregate: ... statistics are corrupt" (the refresh rolled
     back). The runner turns that aggregate off while it runs a plan's statements
-    (``runner._no_perfect_hash_aggregate``); the setting is the connection's again after."""
+    (``runner.without_table_statistics``); the setting is the connection's again after."""
     from duckstream.testing.differential import Column, Delete, Insert, TableSpec, run_scenario
     from duckstream.testing.ducklake import attach_ducklake
 
@@ -502,3 +502,31 @@ def test_a_rebuild_after_deletes_is_not_written_again(lake):
     refresh(lake, plan, "full")
     assert lake.execute(snapshot).fetchone()[0] == before + 1
     harness.check(plan, BAG, "after the rebuild")
+
+
+def test_a_table_whose_statistics_leave_a_value_out(tmp_path):
+    """Shrunk by the derived-aggregate generator (deep run): DuckLake 1.5.5 leaves k = 0 out
+    of t0's table statistics (one transaction inserts an all-NULL file, then k = 0; a later
+    insert sets the bounds to -3..-3), so with statistics propagation on, ``WHERE k = 0``
+    reads nothing: the view was built without the row, and after an update repaired the
+    bounds it could never get it back. The runner reads with the table's statistics
+    untrusted (``runner.without_table_statistics``), and puts the session back after."""
+    from duckstream.testing.differential import Column, Insert, TableSpec, Update, run_scenario
+
+    con = connect_ducklake(str(tmp_path / "lake"), "dl", 0)
+    con.execute("SET disabled_optimizers = 'join_order'")
+    t0 = TableSpec("t0", [Column("k", "INTEGER"), Column("c0", "INTEGER")], [])
+    null = (None, None)
+    cycles = [
+        [
+            [Insert("t0", (null, null, null)), Insert("t0", ((0, None),))],
+            [Insert("t0", ((-3, 1),))],
+        ],
+        [[Update("t0", "c0 = NULL", "k >= -3")]],
+    ]
+    view = "WITH c AS (SELECT DISTINCT k FROM t0 WHERE k = 0) SELECT count(*) AS n FROM c"
+    plan = run_scenario(DuckLakeHarness(con), [t0], view, cycles)
+    assert con.execute(plan.query_mv).fetchall() == [(1,)]
+    assert con.execute("SELECT current_setting('disabled_optimizers')").fetchone() == (
+        "join_order",
+    )
