@@ -69,7 +69,7 @@ def metadata_database(catalog: str) -> str:
     return '"' + f"__ducklake_metadata_{catalog}".replace('"', '""') + '"'
 
 
-def newest_query(catalog: str, view: str, until: str | None = None) -> str:
+def newest_query(catalog: str, view: str, until: str | None = None, limit: int = 1) -> str:
     """A query of ``(snapshot_id, commit_extra_info)`` of the newest commit of DuckLake
     ``catalog`` that recorded ``view``'s cursors (no row when none did), no newer than the
     snapshot SQL ``until`` when given."""
@@ -78,7 +78,7 @@ def newest_query(catalog: str, view: str, until: str | None = None) -> str:
     return (
         f"SELECT snapshot_id, commit_extra_info FROM {meta}.ducklake_snapshot_changes"
         f" WHERE author = {_lit(AUTHOR)} AND commit_message = {_lit(message(view))}{bound}"
-        " ORDER BY snapshot_id DESC LIMIT 1"
+        f" ORDER BY snapshot_id DESC LIMIT {int(limit)}"
     )
 
 
@@ -97,13 +97,8 @@ HISTORY = 16  # the newest commits of a view's cursors that auto reads its measu
 
 def history(con: Connection, catalog: str, view: str) -> History:
     """``view``'s newest measurement of each path, among its :data:`HISTORY` newest commits."""
-    meta = metadata_database(catalog)
-    rows = con.execute(
-        f"SELECT commit_extra_info FROM {meta}.ducklake_snapshot_changes"
-        f" WHERE author = {_lit(AUTHOR)} AND commit_message = {_lit(message(view))}"
-        f" ORDER BY snapshot_id DESC LIMIT {HISTORY}"
-    ).fetchall()
-    return History.of(m for (info,) in rows if (m := measurement(info)) is not None)
+    rows = con.execute(newest_query(catalog, view, limit=HISTORY)).fetchall()
+    return History.of(m for _, info in rows if (m := measurement(info)) is not None)
 
 
 def measurement(info: str) -> Measured | None:
