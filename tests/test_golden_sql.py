@@ -44,6 +44,11 @@ VIEWS = {
         "SELECT o.id, c.region, r.manager FROM orders AS o"
         " JOIN customers AS c ON o.customer = c.id JOIN regions AS r ON c.region = r.name"
     ),
+    # each side's filter also narrows the changed keys the other side is read for
+    "join_filtered": (
+        "SELECT o.id, c.region FROM orders AS o JOIN customers AS c ON o.customer = c.id"
+        " WHERE o.amount >= 10 AND (c.region = 'north' OR c.region IS NULL)"
+    ),
     "distinct": "SELECT DISTINCT customer FROM orders",
     "group_by_aggregates": (
         "SELECT customer, sum(amount) AS total, count(*) AS n, count(amount) AS counted,"
