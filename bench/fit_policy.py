@@ -3,10 +3,10 @@ would have chosen with other cost-model constants (:class:`duckstream.refresh.Po
 the results of one or more benchmarks.
 
 Each run records auto's estimate of every source (``Run.estimates``), the view's measurements
-auto read (``Run.measured``) and the measured CPU time of both forced paths; this replays
+auto read (``Run.measured``) and the measured wall-clock time of both forced paths; this replays
 :func:`duckstream.refresh.decide` on those estimates and the plans' reads, then
 :func:`duckstream.refresh.calibrate` on those measurements, and counts the runs where the
-chosen path took more than ``--slack`` (10%) the CPU time of the other: the benchmark's
+chosen path took more than ``--slack`` (10%) the time of the other: the benchmark's
 target. Nothing is measured again.
 """
 
@@ -33,8 +33,8 @@ def misses(runs, plans, policy: Policy, slack: float) -> list[str]:
         plan = plans[run.query]
         model = decide(sources, policy, plan.maintain_reads, plan.rebuild_reads)
         choice = calibrate(model, History.from_dict(run.measured), policy).strategy
-        chosen = getattr(run, choice).cpu_seconds
-        other = getattr(run, "full" if choice == "incremental" else "incremental").cpu_seconds
+        chosen = getattr(run, choice).seconds
+        other = getattr(run, "full" if choice == "incremental" else "incremental").seconds
         if chosen > slack * other:
             ratio = chosen / other
             found.append(f"SF {run.sf:g} {run.workload} Q{run.query} {choice} {ratio:.2f}x")

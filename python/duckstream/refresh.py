@@ -119,7 +119,8 @@ class Measured:
 
 @dataclass(frozen=True)
 class History:
-    """A view's newest measurement of each path (None: not measured, or not recently)."""
+    """A view's typical time on each path, from its newest runs (None: not measured, or not
+    recently)."""
 
     full: Measured | None = None
     incremental: Measured | None = None
@@ -135,19 +136,42 @@ class History:
         )
 
     @classmethod
-    def of(cls, newest_first: Iterable[Measured]) -> History:
-        """The newest full and the newest estimated incremental run of ``newest_first``.
+    def of(cls, newest_first: Iterable[Measured], runs: int = 3) -> History:
+        """Each path's typical time over its newest ``runs`` runs in ``newest_first``: the
+        median, each run's time scaled to the newest run's cost when every one has a cost
+        (a refresh without one, a requested path, is left out: it cannot be scaled). One
+        run alone can mislead: a busy machine, or a change that happened to be cheap
+        (TPC-H Q19's refresh costs 2-4x more when its changed parts pass the filter).
 
         >>> History.of([Measured("incremental", 5.0), Measured("full", 9.0)])  # no cost
         History(full=Measured(path='full', ms=9.0, cost=None), incremental=None)
+        >>> runs = [Measured("incremental", 40.0, 2.0), Measured("incremental", 90.0, 1.0),
+        ...         Measured("incremental", 10.0, 1.0), Measured("incremental", 1.0, 1.0)]
+        >>> History.of(runs).incremental  # 40, 180 and 20 at cost 2; the fourth too old
+        Measured(path='incremental', ms=40.0, cost=2.0)
         """
-        full = incremental = None
+        found: dict[str, list[Measured]] = {"full": [], "incremental": []}
         for m in newest_first:
-            if m.path == "full" and full is None:
-                full = m
-            elif m.path == "incremental" and incremental is None and m.cost:
-                incremental = m
-        return cls(full, incremental)
+            kept = found.get(m.path)
+            if kept is None or len(kept) >= runs or (m.path == "incremental" and not m.cost):
+                continue
+            kept.append(m)
+        return cls(_typical(found["full"]), _typical(found["incremental"]))
+
+
+def _typical(newest_first: list[Measured]) -> Measured | None:
+    """The median run of ``newest_first`` (see :meth:`History.of`), at the newest's cost."""
+    if not newest_first:
+        return None
+    newest = newest_first[0]
+    cost = newest.cost
+    if cost and all(m.cost for m in newest_first):
+        times = sorted(m.ms * cost / m.cost for m in newest_first if m.cost)
+    else:
+        times = sorted(m.ms for m in newest_first)
+    middle = len(times) // 2
+    ms = times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
+    return replace(newest, ms=round(ms, 3))
 
 
 @dataclass(frozen=True)
