@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--history",
         type=int,
-        default=2,
+        default=3,
         help="batches of the same workload each view is refreshed by auto (untimed) before"
         " the measured one, so auto decides on the view's own measurements (0: the model)",
     )

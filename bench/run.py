@@ -158,7 +158,7 @@ class Config:
     queries: Sequence[str] = SUPPORTED
     workloads: Sequence[str] = tuple(WORKLOADS)
     reps: int = 3
-    history: int = 2  # auto's untimed batches before the measured one (:func:`commit_batch`)
+    history: int = 3  # auto's untimed batches before the measured one (:func:`commit_batch`)
     scaling: bool = True
     cache: Path = lakes.CACHE
 
