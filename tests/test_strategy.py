@@ -9,6 +9,7 @@ fixed cost of an incremental refresh, which on a view this small outweighs any c
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -445,6 +446,31 @@ def test_auto_refreshes_from_its_copies_when_netting_turns_the_choice(view):
     assert report.netted[FACTS].changed > 0
     ran = " ".join(recording.statements)
     assert ran.count(COPY) == 1 and DELTA in ran and _temp_tables(harness) == 0
+
+
+class _SlowCopies(_Recording):
+    """A connection on which copying a source's changes takes at least ``SLOW`` seconds."""
+
+    def execute(self, sql, *args):
+        if COPY in sql:
+            time.sleep(SLOW)
+        return super().execute(sql, *args)
+
+
+SLOW = 0.3
+
+
+def test_a_refresh_from_auto_s_copies_is_timed_with_them(view):
+    """Copying the changes is a refresh's work, done early when auto nets first: the
+    refresh's recorded time includes it, or auto would later see the refresh cheaper than
+    one that copies for itself."""
+    harness, plan = view
+    harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id BETWEEN 700 AND 709")
+    lean = Policy(use_measurements=False, overhead_rows=0, margin=0.5, net_first=5.0, copy_rows=0)
+    report = refresh(_SlowCopies(harness.con), plan, policy=lean)
+    assert report.strategy == "incremental" and report.netted is not None
+    measured = _history(harness).incremental
+    assert measured is not None and measured.ms >= SLOW * 1000
 
 
 # -- auto on the view's own measurements (duckstream.refresh.calibrate) ---------------------

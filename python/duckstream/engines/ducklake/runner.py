@@ -114,10 +114,11 @@ _clock: ContextVar[_Clock | None] = ContextVar("duckstream_clock", default=None)
 
 
 @contextlib.contextmanager
-def measuring(path: str, cost: float | None = None) -> Generator[None]:
+def measuring(path: str, cost: float | None = None, spent: float = 0.0) -> Generator[None]:
     """Time the statements run inside as ``path``: the cursors' commit records how long they
-    took up to it (:class:`~duckstream.plan.Measure`), for auto's next decisions."""
-    token = _clock.set(_Clock(path, cost, time.perf_counter()))
+    took up to it (:class:`~duckstream.plan.Measure`), plus ``spent`` seconds of the path's
+    work done before (auto's change copies), for auto's next decisions."""
+    token = _clock.set(_Clock(path, cost, time.perf_counter() - spent))
     try:
         yield
     finally:
@@ -323,6 +324,7 @@ class Pinned:
     # auto copied changes before deciding (:func:`_net_first`) and all came out empty: an
     # incremental refresh runs only what follows ``maintain``'s :class:`Applied`
     nothing_to_apply: bool = False
+    copy_seconds: float = 0.0  # how long those copies took: part of a refresh's time
 
     @property
     def copied(self) -> bool:
@@ -393,9 +395,12 @@ def _net_first(
     copies = [s for s in plan.steps["maintain"] if _is_copy(s)]
     counts: dict[str, tuple[int, int]] = {}
     report = estimated
+    copying = 0.0
     for name in names:
         mine = [c for c in copies if c.changes_of == name]
+        began = time.perf_counter()
         run(con, mine, opened=True)
+        copying += time.perf_counter() - began
         counts |= count_changes(con, mine)
         report = decide_netted(estimated, counts, policy, plan.maintain_reads, plan.rebuild_reads)
         if report.strategy == "full" and counts[name] != (0, 0):
@@ -403,8 +408,10 @@ def _net_first(
     report.estimate_seconds = time.perf_counter() - start
     if report.strategy == "full":
         return Pinned(plan, report, window)
+    began = time.perf_counter()
     run(con, [c for c in copies if c.changes_of not in counts], opened=True)
-    return Pinned(plan, report, window, nothing_to_apply=no_changes(con, copies))
+    copying += time.perf_counter() - began
+    return Pinned(plan, report, window, no_changes(con, copies), copying)
 
 
 def _to_net(plan: IVMPlan, report: RefreshReport, policy: Policy) -> list[str]:
@@ -450,8 +457,12 @@ def finish(
             rest += [s for s in maintain if isinstance(s, Cleanup)]
     commit = index_of(rest, Commit)
     report = pinned.report
-    cost = report.incremental_cost if report.strategy == "incremental" else report.full_cost
-    with measuring(report.strategy, cost):
+    incremental = report.strategy == "incremental"
+    cost = report.incremental_cost if incremental else report.full_cost
+    # a refresh's time includes the change copies auto made before deciding: a refresh that
+    # was not netted first makes them itself (a rebuild after them does not count them)
+    spent = pinned.copy_seconds if incremental else 0.0
+    with measuring(report.strategy, cost, spent):
         run(con, [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]], opened=True)
 
 
