@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from statistics import median
 
 from duckstream.plan import Read
 
@@ -166,12 +167,10 @@ def _typical(newest_first: list[Measured]) -> Measured | None:
     newest = newest_first[0]
     cost = newest.cost
     if cost and all(m.cost for m in newest_first):
-        times = sorted(m.ms * cost / m.cost for m in newest_first if m.cost)
+        times = [m.ms * cost / m.cost for m in newest_first if m.cost]
     else:
-        times = sorted(m.ms for m in newest_first)
-    middle = len(times) // 2
-    ms = times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
-    return replace(newest, ms=round(ms, 3))
+        times = [m.ms for m in newest_first]
+    return replace(newest, ms=round(median(times), 3))
 
 
 @dataclass(frozen=True)
