@@ -237,18 +237,30 @@ def _mv_rows_written(con: duckdb.DuckDBPyConnection, query: str, start: int, end
 
 @contextmanager
 def _lake(source: Path, target: Path) -> Generator[duckdb.DuckDBPyConnection]:
-    """A fresh copy of the lake, written back to disk (so no measured commit waits for the
-    copy's dirty pages), on a connection that has already read the catalog once."""
+    """A fresh copy of the lake, on a :func:`_connected` connection; removed on leaving."""
     lakes.copy_lake(source, target)
-    os.sync()
-    con = lakes.connect(target)
-    con.execute(f"SELECT count(*) FROM ducklake_snapshots('{LAKE}')").fetchall()
-    con.execute(f"SELECT count(*) FROM __ducklake_metadata_{LAKE}.ducklake_data_file").fetchall()
     try:
+        with _connected(target) as con:
+            yield con
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+@contextmanager
+def _connected(directory: Path) -> Generator[duckdb.DuckDBPyConnection]:
+    """A new connection to the lake in ``directory``, written back to disk first (so no
+    measured commit waits for earlier dirty pages), that has already read the catalog once;
+    closed on leaving."""
+    os.sync()
+    con = lakes.connect(directory)
+    try:
+        con.execute(f"SELECT count(*) FROM ducklake_snapshots('{LAKE}')").fetchall()
+        con.execute(
+            f"SELECT count(*) FROM __ducklake_metadata_{LAKE}.ducklake_data_file"
+        ).fetchall()
         yield con
     finally:
         con.close()
-        shutil.rmtree(target, ignore_errors=True)
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:
@@ -287,21 +299,23 @@ def commit_batch(
     batches of the same workload (other seeds), each followed by an auto refresh of every
     view, untimed: what a view maintained on a schedule has behind it. Auto records how long
     each path took (:class:`duckstream.refresh.History`): the measured batch's auto decides
-    on them."""
+    on them. Each batch's refreshes run on a new connection, as a scheduled ``dbt run``
+    does and as the measured passes do: on the connection that wrote the batch, DuckDB still
+    holds the new files, and a refresh, which reads them, ran up to a third faster than it
+    does anywhere else (TPC-H Q3 on appends at SF 0.1: 47 ms against 58-75 ms)."""
     lakes.copy_lake(views, target)
-    con = lakes.connect(target)
-    try:
-        generate = GENERATORS[workload.generator]
-        for k in range(history):
+    generate = GENERATORS[workload.generator]
+    for k in range(history):
+        with _connected(target) as con:
             generate(con, LAKE, random.Random(1000 * (k + 1) + workload.seed), workload.at(sf))
+        with _connected(target) as con:
             for q, plan in plans.items():
                 _warm(con, q)
                 refresh(con, plan, "auto")
+    with _connected(target) as con:
         before = current_snapshot(con, LAKE)
         counts = generate(con, LAKE, random.Random(workload.seed), workload.at(sf))
         after = current_snapshot(con, LAKE)
-    finally:
-        con.close()
     return Batch(sf, workload, before, after, counts)
 
 

@@ -555,5 +555,8 @@ def test_measurements_leave_requested_paths_and_big_changes_alone():
     assert calibrate(requested, fast, Policy()).strategy == "full"
     big = RefreshReport("full", "auto", "t changed more than 10%", {}, 1.0, 2.0, by_fraction=True)
     assert calibrate(big, fast, Policy()).strategy == "full"
-    far = RefreshReport("full", "auto", "model", {}, 5_000_000.0, 1_000_000.0)
-    assert calibrate(far, History(fast.full), Policy()).strategy == "full"  # beyond explore
+    # 4.5M rows beyond the fixed 1.5M: beyond explore (4x the rebuild's 1M)
+    far = RefreshReport("full", "auto", "model", {}, 6_000_000.0, 1_000_000.0)
+    assert calibrate(far, History(fast.full), Policy()).strategy == "full"
+    near = RefreshReport("full", "auto", "model", {}, 5_000_000.0, 1_000_000.0)
+    assert calibrate(near, History(fast.full), Policy()).strategy == "incremental"

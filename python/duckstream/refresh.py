@@ -35,7 +35,11 @@ the view's cursors. Once the view has measured both paths, auto compares their m
 instead, the refresh's scaled by its estimated cost (:func:`calibrate`): ``incr_ms = last
 incremental ms * incr / its incr`` against ``full_ms = last rebuild ms`` (scaled the same way
 when that rebuild was estimated too). A view whose refresh was never measured (a fill records
-the rebuild) tries it once when the model puts it within ``explore`` times the rebuild.
+the rebuild) tries it once when the model puts its reads, the fixed cost left out, within
+``explore`` times the rebuild's: the fixed cost is the same whatever the view, while a
+rebuild's cost a row is not (dbt's dedup idiom, a window function's sort over 150K orders,
+rebuilds at SF 0.1 in as long as a refresh's fixed cost, which the model puts at 10x the
+rows), so only the measured times can say whether it is worth paying.
 
 The catalog counts rows written, not rows changed in the columns the view reads: an update of
 a column the view does not read counts as a delete and an insert, which net to nothing. So
@@ -377,9 +381,10 @@ def calibrate(report: RefreshReport, history: History, policy: Policy) -> Refres
 
     With both paths measured, the times decide: the refresh's last time scaled by the
     estimated cost of this window against its own, against the last rebuild's time (scaled
-    too when it had an estimate). With only the rebuild measured, and the model against the
-    refresh by at most ``policy.explore``, the refresh is tried, to be measured. Anything
-    else stays as the model chose (no estimate; more than ``max_fraction`` changed).
+    too when it had an estimate). With only the rebuild measured, and the refresh's reads
+    beyond the fixed ``policy.overhead_rows`` at most ``policy.explore`` times the
+    rebuild's, the refresh is tried, to be measured. Anything else stays as the model chose
+    (no estimate; more than ``max_fraction`` changed).
 
     >>> model = RefreshReport("full", "auto", "model", {}, 3_000_000.0, 2_000_000.0)
     >>> fill = Measured("full", 200.0)
@@ -387,6 +392,9 @@ def calibrate(report: RefreshReport, history: History, policy: Policy) -> Refres
     'incremental'
     >>> calibrate(model, History(fill), Policy(explore=0)).strategy
     'full'
+    >>> small = RefreshReport("full", "auto", "model", {}, 1_530_000.0, 150_000.0)
+    >>> calibrate(small, History(fill), Policy()).strategy  # 30,000 rows beyond the fixed cost
+    'incremental'
     >>> seen = History(fill, Measured("incremental", 60.0, 1_500_000.0))
     >>> calibrate(model, seen, Policy()).reason  # 60 ms * 3M / 1.5M: 120 ms, against 200 ms
     'model; measured: a refresh ~120 ms (60 ms at cost 1,500,000), a rebuild ~200 ms'
@@ -403,10 +411,12 @@ def calibrate(report: RefreshReport, history: History, policy: Policy) -> Refres
     if history.full.cost:
         full_ms *= full_cost / history.full.cost
     if history.incremental is None or history.incremental.cost is None:
-        if report.strategy == "full" and incremental_cost <= policy.explore * full_cost:
+        beyond_fixed = max(incremental_cost - policy.overhead_rows, 0.0)
+        tried = policy.explore > 0 and beyond_fixed <= policy.explore * full_cost
+        if report.strategy == "full" and tried:
             why = (
                 f"; measured: a rebuild ~{full_ms:,.0f} ms, a refresh never: trying it"
-                f" (at most {policy.explore:g}x the rebuild's rows)"
+                f" (its fixed cost left out, at most {policy.explore:g}x the rebuild's rows)"
             )
             return replace(report, strategy="incremental", reason=report.reason + why)
         return report
