@@ -29,7 +29,7 @@ from duckstream.testing.differential import (
     as_multiset,
     run_scenario,
 )
-from duckstream.testing.ducklake import connect_ducklake
+from duckstream.testing.ducklake import Recording, connect_ducklake
 
 
 @pytest.fixture(params=[0, None], ids=["inlining-off", "inlining-default"])
@@ -418,6 +418,13 @@ def test_double_view_row_is_deleted_after_inlining(lake, view):
     run_scenario(DuckLakeHarness(lake), [table], view, cycles)
 
 
+def _doubles(con) -> None:
+    """``dl.main.t`` with a row whose x / y, 54882.90 / 57218.61, DuckLake's inlining reads
+    back one unit in the last place off (TPC-DS Q31)."""
+    con.execute("CREATE TABLE dl.main.t (k INTEGER, x DOUBLE, y DOUBLE)")
+    con.execute("INSERT INTO dl.main.t VALUES (1, 54882.90, 57218.61), (2, 1, 2)")
+
+
 def _inlined_rows(con, table: str) -> int:
     """Rows of the DuckLake table ``dl.main.<table>`` kept inlined in the catalog: DuckLake's
     ``filename`` virtual column names their inlined table instead of a data file."""
@@ -443,8 +450,7 @@ def test_double_view_row_of_an_inlined_fill_is_deleted(tmp_path, limit, fill, vi
     con = connect_ducklake(str(tmp_path / "lake"), alias="dl")
     if limit is not None:
         con.execute(f"CALL dl.set_option('data_inlining_row_limit', {limit})")
-    con.execute("CREATE TABLE dl.main.t (k INTEGER, x DOUBLE, y DOUBLE)")
-    con.execute("INSERT INTO dl.main.t VALUES (1, 54882.90, 57218.61), (2, 1, 2)")
+    _doubles(con)
     harness = DuckLakeHarness(con)
     plan = harness.compile(view)
     if fill == "setup":
@@ -458,17 +464,6 @@ def test_double_view_row_of_an_inlined_fill_is_deleted(tmp_path, limit, fill, vi
     con.execute("UPDATE dl.main.t SET x = 1 WHERE k = 1")
     _incremental(harness, plan, view)
     con.close()
-
-
-class _Recording:
-    """A connection that keeps every statement it runs."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.con, self.statements = con, []
-
-    def execute(self, sql: str, *args: Any) -> Any:
-        self.statements.append(sql)
-        return self.con.execute(sql, *args)
 
 
 def _table_option(con, table: str) -> str | None:
@@ -487,8 +482,7 @@ def test_a_rebuild_keeping_the_table_skips_the_inlining_steps(lake, option):
     COMMIT; a table whose option was changed by hand gets it back, and its small fill,
     inlined under the changed limit with the rebuild's deletes (which the count of data and
     delete files misses), is written again to a data file."""
-    lake.execute("CREATE TABLE dl.main.t (k INTEGER, x DOUBLE, y DOUBLE)")
-    lake.execute("INSERT INTO dl.main.t VALUES (1, 54882.90, 57218.61), (2, 1, 2)")
+    _doubles(lake)
     harness = DuckLakeHarness(lake)
     view = "SELECT k, x / y AS r FROM t"
     plan = harness.compile(view)
@@ -500,7 +494,7 @@ def test_a_rebuild_keeping_the_table_skips_the_inlining_steps(lake, option):
             f"CALL dl.set_option('data_inlining_row_limit', 10, schema => 'main',"
             f" table_name => '{table}')"
         )
-    recording = _Recording(lake)
+    recording = Recording(lake)
     refresh(recording, plan, "full")
     ran = [s for s in recording.statements if "set_option" in s or "_inlined =" in s]
     assert len(ran) == (0 if option == "kept" else 2), ran
@@ -515,8 +509,7 @@ def test_a_view_column_named_filename_keeps_the_inlining_check(lake):
     """A view column ``filename`` shadows DuckLake's virtual column of that name: the check
     for an inlined fill counts files only, and the small fill of DOUBLEs is still written
     again to a data file (it would compare a DOUBLE with a string otherwise)."""
-    lake.execute("CREATE TABLE dl.main.t (k INTEGER, x DOUBLE, y DOUBLE)")
-    lake.execute("INSERT INTO dl.main.t VALUES (1, 54882.90, 57218.61), (2, 1, 2)")
+    _doubles(lake)
     harness = DuckLakeHarness(lake)
     view = "SELECT k, x / y AS filename FROM t"
     plan = harness.compile(view)

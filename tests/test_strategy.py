@@ -21,6 +21,7 @@ from duckstream.refresh import History, Measured, SourceEstimate, calibrate, dec
 from duckstream.runtime import refresh as runtime_refresh
 from duckstream.runtime import setup
 from duckstream.testing.differential import DuckLakeHarness
+from duckstream.testing.ducklake import Recording
 
 VIEW = (
     "SELECT d.name, count(*) AS n, sum(f.v) AS total"
@@ -305,21 +306,10 @@ def test_the_cost_model_counts_the_scans_the_window_runs():
     assert decide(deleted, lean, twice).incremental_cost == 10_000 + 2 * 0.4 * 1_000_000
 
 
-class _Recording:
-    """A connection that keeps the statements it ran."""
-
-    def __init__(self, con):
-        self.con, self.statements = con, []
-
-    def execute(self, sql, *args):
-        self.statements.append(sql)
-        return self.con.execute(sql, *args)
-
-
 @pytest.mark.parametrize("strategy", ["incremental", "auto"])
 def test_a_window_with_no_change_runs_nothing_but_its_pin(view, strategy):
     harness, plan = view
-    recording = _Recording(harness.con)
+    recording = Recording(harness.con)
     report = refresh(recording, plan, strategy=strategy)
     assert report.strategy == "incremental"
     ran = " ".join(recording.statements)
@@ -354,7 +344,7 @@ def test_auto_nets_the_changes_before_settling_on_a_rebuild(view):
     harness, plan = view
     harness.con.execute(UNREAD_UPDATE)
     assert choose(harness.con, plan, NET_FIRST).strategy == "full"  # the catalog's counts
-    recording = _Recording(harness.con)
+    recording = Recording(harness.con)
     report = refresh(recording, plan, policy=NET_FIRST)
     assert report.strategy == "incremental"
     assert report.reason.endswith("after netting: no change in the columns the view reads")
@@ -390,7 +380,7 @@ def test_an_incremental_refresh_of_changes_netting_to_nothing_applies_nothing(vi
     harness.con.execute(UNREAD_UPDATE)
     harness.con.execute("INSERT INTO dl.main.facts VALUES (-1, 1, 1)")
     harness.con.execute("DELETE FROM dl.main.facts WHERE id = -1")  # in and out in the window
-    recording = _Recording(harness.con)
+    recording = Recording(harness.con)
     assert refresh(recording, plan, strategy="incremental").strategy == "incremental"
     ran = " ".join(recording.statements)
     assert COPY in ran and DELTA not in ran
@@ -412,7 +402,7 @@ def test_auto_stops_copying_at_a_copy_that_keeps_the_rebuild(view):
     dims, facts = (f"TEMP TABLE temp.main._ivm_dl_main_mv_changes_{i} AS" for i in (1, 0))
     harness.con.execute("UPDATE dl.main.dims SET name = 'renamed' WHERE k = 3")
     harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id BETWEEN 10 AND 19")
-    recording = _Recording(harness.con)
+    recording = Recording(harness.con)
     report = refresh(recording, plan, policy=NET_FIRST)
     harness.check(plan, VIEW)
     assert report.strategy == "full" and report.netted is not None
@@ -439,7 +429,7 @@ def test_auto_refreshes_from_its_copies_when_netting_turns_the_choice(view):
     harness.con.execute("UPDATE dl.main.facts SET v = v + 1 WHERE id BETWEEN 700 AND 709")
     lean = Policy(use_measurements=False, overhead_rows=0, margin=0.5, net_first=5.0, copy_rows=0)
     assert choose(harness.con, plan, lean).strategy == "full"
-    recording = _Recording(harness.con)
+    recording = Recording(harness.con)
     report = refresh(recording, plan, policy=lean)
     harness.check(plan, VIEW)
     assert report.strategy == "incremental" and report.netted is not None
@@ -448,7 +438,7 @@ def test_auto_refreshes_from_its_copies_when_netting_turns_the_choice(view):
     assert ran.count(COPY) == 1 and DELTA in ran and _temp_tables(harness) == 0
 
 
-class _SlowCopies(_Recording):
+class _SlowCopies(Recording):
     """A connection on which copying a source's changes takes at least ``SLOW`` seconds."""
 
     def execute(self, sql, *args):

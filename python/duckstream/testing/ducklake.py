@@ -7,6 +7,7 @@ the network (a plain ``INSTALL ducklake`` downloads, which fails offline).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -19,6 +20,7 @@ __all__ = [
     "extension_path",
     "load_extension",
     "quote",
+    "Recording",
 ]
 
 
@@ -69,3 +71,15 @@ def current_snapshot(con: duckdb.DuckDBPyConnection, catalog: str) -> int:
     row = con.execute("SELECT id FROM ducklake_current_snapshot(?)", [catalog]).fetchone()
     assert row is not None
     return int(row[0])
+
+
+class Recording:
+    """A connection that keeps the statements it ran (``statements``), for a test to read
+    what a refresh ran."""
+
+    def __init__(self, con: Any) -> None:
+        self.con, self.statements = con, []
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self.statements.append(sql)
+        return self.con.execute(sql, *args)
