@@ -210,16 +210,16 @@ def targets(rows: Sequence[Row]) -> list[str]:
         ratio = worst.auto_ms / worst.recompute_ms
         worst_cpu = max(group, key=lambda r: _cpu(r, "auto") / _cpu(r, "recompute"))
         # Where auto's time over a recomputation goes when it rebuilds: its estimate, and the
-        # rest of auto minus the forced rebuild (run warm, in pass B, after the incremental).
+        # rest of auto minus the forced rebuild (each run first on its connection).
         rebuilt = [r for r in group if r.auto_strategy == "full"]
         full_ratio = geomean([r.full_ms / r.recompute_ms for r in rebuilt]) if rebuilt else 0.0
         overhead = (
             f" When auto rebuilds, the forced rebuild takes {full_ratio:.2f}x"
             f" recompute on the geo-mean; auto adds its estimate (median"
             f" {_median([r.estimate_ms for r in rebuilt]):.0f} ms) and in all a median"
-            f" {_median([r.auto_ms - r.full_ms for r in rebuilt]):.0f} ms over that rebuild:"
-            " the estimate, and (in our profiles) the first read of the view's own table on the"
-            " connection (DuckLake loads its inlined rows), which a recomputation never reads."
+            f" {_median([r.auto_ms - r.full_ms for r in rebuilt]):.0f} ms over that rebuild."
+            " Both read the view's own table, which a recomputation never reads: the first"
+            " statement to do so on a connection waits for DuckLake to load its metadata."
             if rebuilt
             else ""
         )
@@ -341,7 +341,8 @@ def markdown(results: Results, environment: dict) -> str:
         "",
         "- **auto**: `refresh(strategy='auto')`, estimate included: what users get; **auto"
         " picks** is the path it chose. **incremental** / **full**: the forced paths (`maintain`"
-        " / `initialize_cursors`, atomic with the cursors).",
+        " / `initialize_cursors`, atomic with the cursors), each run first on a connection of"
+        " its own, as auto's path is.",
         f"- Before each measured batch, every view was refreshed by auto after"
         f" {environment.get('history', 0)} earlier batches of the same workload (untimed), as"
         " on a schedule: auto decides on the times each path took then, and on the view's"
