@@ -141,13 +141,16 @@ def test_steps_are_typed_and_cleanup_follows_the_commit():
     initialize = plan.steps["initialize_cursors"]
     # builds no temporary tables: nothing to drop; after the COMMIT, the view's table is
     # kept out of DuckLake's data inlining, and a fill that was inlined is written again in
-    # a transaction of its own (the engine's after_fill), unless the table had the option
+    # a transaction of its own (the engine's after_fill), unless the table had the option,
+    # read before the fill (before_fill)
+    begin = [type(s) for s in initialize].index(Begin)
+    (unset,) = initialize[:begin]
+    assert isinstance(unset, Sql) and "ducklake_metadata" in unset.statement
     commit = [type(s) for s in initialize].index(Commit)
     after = initialize[commit + 1 :]
-    assert [type(s) for s in after[:5]] == [Sql, StopUnless, Sql, Sql, StopUnless]
-    assert "ducklake_metadata" in after[0].statement
-    assert "set_option('data_inlining_row_limit', 0" in after[2].statement
-    assert [type(s) for s in after[5:]] == [Begin, Sql, Sql, Commit]  # delete, fill: no cursors
+    assert [type(s) for s in after[:4]] == [StopUnless, Sql, Sql, StopUnless]
+    assert "set_option('data_inlining_row_limit', 0" in after[1].statement
+    assert [type(s) for s in after[4:]] == [Begin, Sql, Sql, Commit]  # delete, fill: no cursors
 
 
 def test_sources_in_two_catalogs_are_both_reported():

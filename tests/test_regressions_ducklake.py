@@ -505,6 +505,35 @@ def test_a_rebuild_keeping_the_table_skips_the_inlining_steps(lake, option):
     _incremental(harness, plan, view)
 
 
+def test_a_table_replaced_in_the_fill_s_transaction_gets_the_option_again(lake):
+    """Setting a view up again replaces its table inside the fill's transaction: the read
+    of the option that a kept table answers before the fill would find the old table's, set,
+    and leave the new table without it, its small fill of DOUBLEs inlined. The runner reads
+    it after the COMMIT then, and a rebuild that keeps the table reads it before."""
+    _doubles(lake)
+    harness = DuckLakeHarness(lake)
+    view = "SELECT k, x / y AS r FROM t"
+    plan = harness.compile(view)
+    setup(lake, plan)
+    table = plan.mv_table.rsplit(".", 1)[-1]
+    assert _table_option(lake, table) == "0"
+    recording = Recording(lake)
+    setup(recording, plan)  # CREATE OR REPLACE in the fill's transaction
+    ran = [s for s in recording.statements if "set_option" in s or "_unset =" in s]
+    assert "_unset =" in ran[0] and "set_option" in ran[1], ran
+    commit = recording.statements.index("COMMIT")
+    assert recording.statements.index(ran[0]) > commit
+    assert _table_option(lake, table) == "0"
+    assert _inlined_rows(lake, table) == 0
+    harness.check(plan, view, "after the fill")
+    recording = Recording(lake)
+    refresh(recording, plan, "full")  # keeps the table: the option is read before the fill
+    unset = next(i for i, s in enumerate(recording.statements) if "_unset =" in s)
+    assert unset < recording.statements.index("COMMIT")
+    lake.execute("UPDATE dl.main.t SET x = 1 WHERE k = 1")
+    _incremental(harness, plan, view)
+
+
 def test_a_view_column_named_filename_keeps_the_inlining_check(lake):
     """A view column ``filename`` shadows DuckLake's virtual column of that name: the check
     for an inlined fill counts files only, and the small fill of DOUBLEs is still written

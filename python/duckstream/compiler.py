@@ -182,7 +182,11 @@ def _compile(
     steps: dict[str, list[Step]] = {
         "create_cursors_table": [Sql(engine.create_cursors_table())],
         "create_mv": [engine.statement(sink.create_mv())],
-        "initialize_cursors": [*with_cleanup(initialize, engine.drop), *engine.after_fill(inserts)],
+        "initialize_cursors": [
+            *engine.before_fill(),
+            *with_cleanup(initialize, engine.drop),
+            *engine.after_fill(inserts),
+        ],
         "maintain": with_cleanup(maintain, engine.drop),
         "query_mv": [engine.statement(sink.query_mv())],
     }

@@ -185,6 +185,13 @@ class Engine(ABC):
         insert. An engine without transactions overrides this to make it one commit."""
         return [self.statement(exp.delete(self.tgt.table())), *map(self.statement, inserts)]
 
+    def before_fill(self) -> list[Step]:
+        """Steps before the transaction of a fill (``initialize_cursors``) that read the view's
+        table as it stands, for :meth:`after_fill` to act on; a runner that replaces the table
+        inside that transaction runs them after its COMMIT instead, where the new table is
+        the one they read. None here."""
+        return []
+
     def after_fill(self, inserts: list[exp.Insert]) -> list[Step]:
         """Steps after the COMMIT of a fill (``initialize_cursors``) whose ``inserts`` are the
         sink's, outside its transaction (a failure there is a warning: the fill is

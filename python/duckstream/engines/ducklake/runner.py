@@ -450,10 +450,10 @@ def finish(
         rest = [s for s in maintain[index_of(maintain, PinWindow) + 1 :] if not _is_copy(s)]
     elif pinned.report.strategy == "incremental":
         rest = maintain[index_of(maintain, PinWindow) + 1 :]
-    elif window is None:
-        rest = [*first, *initialize[index_of(initialize, Begin) + 1 :]]
-    else:  # the pinned window serves the rebuild: same ends, and its sources' live table ids
-        rest = [*first, *initialize[index_of(initialize, PinSnapshot) + 1 :]]
+    else:
+        # the pinned window serves the rebuild: same ends, and its sources' live table ids
+        start = Begin if window is None else PinSnapshot
+        rest = _filled(initialize, index_of(initialize, start) + 1, first)
         if pinned.copied:  # the change copies auto netted: dropped after the COMMIT
             rest += [s for s in maintain if isinstance(s, Cleanup)]
     commit = index_of(rest, Commit)
@@ -479,20 +479,29 @@ def rebuild(
     (``replace``) or keep it, fill it at a pinned snapshot and record the cursors; run
     ``before_commit`` just before the COMMIT."""
     steps = plan.steps["initialize_cursors"]
-    begin, commit = index_of(steps, Begin), index_of(steps, Commit)
-    create = plan.steps["create_mv"] if replace else []
+    begin = index_of(steps, Begin)
+    create = [*plan.steps["create_cursors_table"], *(plan.steps["create_mv"] if replace else [])]
+    filled = _filled(steps, begin + 1, create, replaces=replace)
+    commit = index_of(filled, Commit)
     with measuring("full"):
-        run(
-            con,
-            [
-                *steps[: begin + 1],
-                *plan.steps["create_cursors_table"],
-                *create,
-                *steps[begin + 1 : commit],
-                *(Sql(s) for s in before_commit),
-                *steps[commit:],
-            ],
-        )
+        run(con, [Begin(), *filled[:commit], *(Sql(s) for s in before_commit), *filled[commit:]])
+
+
+def _filled(
+    initialize: Sequence[Step], start: int, first: Sequence[Step], *, replaces: bool | None = None
+) -> list[Step]:
+    """The fill's steps from ``initialize[start]`` on, in a transaction already open,
+    ``first`` run first (e.g. ``plan.create_mv``), with the steps the plan runs before the
+    fill's transaction (:meth:`~duckstream.engines.base.Engine.before_fill`: reads of the
+    view's table as it stands) at the start, or after the COMMIT when the transaction
+    replaces the table (``replaces``; None: when ``first`` is not empty), so that they read
+    the new table."""
+    before = list(initialize[: index_of(initialize, Begin)])
+    rest = [*first, *initialize[start:]]
+    if not (bool(first) if replaces is None else replaces):
+        return [*before, *rest]
+    commit = index_of(rest, Commit) + 1
+    return [*rest[:commit], *before, *rest[commit:]]
 
 
 def abandon(con: Connection) -> None:
