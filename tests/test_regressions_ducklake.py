@@ -475,13 +475,9 @@ def _table_option(con, table: str) -> str | None:
     return None if found is None else found[0]
 
 
-@pytest.mark.parametrize("option", ["kept", "changed"])
-def test_a_rebuild_keeping_the_table_skips_the_inlining_steps(lake, option):
-    """A rebuild into the table the fill set the option on (a refresh's: ``DELETE`` and
-    ``INSERT``) finds it set and runs neither the option nor the inlining check after its
-    COMMIT; a table whose option was changed by hand gets it back, and its small fill,
-    inlined under the changed limit with the rebuild's deletes (which the count of data and
-    delete files misses), is written again to a data file."""
+def _view_of_doubles(lake):
+    """A view over :func:`_doubles`, set up: its harness, SQL, plan and table name; the
+    fill sets the table's inlining option."""
     _doubles(lake)
     harness = DuckLakeHarness(lake)
     view = "SELECT k, x / y AS r FROM t"
@@ -489,6 +485,17 @@ def test_a_rebuild_keeping_the_table_skips_the_inlining_steps(lake, option):
     setup(lake, plan)
     table = plan.mv_table.rsplit(".", 1)[-1]
     assert _table_option(lake, table) == "0"
+    return harness, view, plan, table
+
+
+@pytest.mark.parametrize("option", ["kept", "changed"])
+def test_a_rebuild_keeping_the_table_skips_the_inlining_steps(lake, option):
+    """A rebuild into the table the fill set the option on (a refresh's: ``DELETE`` and
+    ``INSERT``) finds it set and runs neither the option nor the inlining check after its
+    COMMIT; a table whose option was changed by hand gets it back, and its small fill,
+    inlined under the changed limit with the rebuild's deletes (which the count of data and
+    delete files misses), is written again to a data file."""
+    harness, view, plan, table = _view_of_doubles(lake)
     if option == "changed":
         lake.execute(
             f"CALL dl.set_option('data_inlining_row_limit', 10, schema => 'main',"
@@ -510,13 +517,7 @@ def test_a_table_replaced_in_the_fill_s_transaction_gets_the_option_again(lake):
     of the option that a kept table answers before the fill would find the old table's, set,
     and leave the new table without it, its small fill of DOUBLEs inlined. The runner reads
     it after the COMMIT then, and a rebuild that keeps the table reads it before."""
-    _doubles(lake)
-    harness = DuckLakeHarness(lake)
-    view = "SELECT k, x / y AS r FROM t"
-    plan = harness.compile(view)
-    setup(lake, plan)
-    table = plan.mv_table.rsplit(".", 1)[-1]
-    assert _table_option(lake, table) == "0"
+    harness, view, plan, table = _view_of_doubles(lake)
     recording = Recording(lake)
     setup(recording, plan)  # CREATE OR REPLACE in the fill's transaction
     ran = [s for s in recording.statements if "set_option" in s or "_unset =" in s]

@@ -439,7 +439,7 @@ def finish(
     first when rebuilding (e.g. ``plan.create_mv`` to replace the table); ``before_commit``:
     run in the transaction just before its COMMIT (e.g. a state record)."""
     plan, window = pinned.plan, pinned.window
-    maintain, initialize = plan.steps["maintain"], plan.steps["initialize_cursors"]
+    maintain = plan.steps["maintain"]
     first = [Sql(s) for s in rebuild_first]
     rest: list[Step]
     if pinned.report.strategy == "incremental" and window is not None and not pinned.changed:
@@ -452,8 +452,7 @@ def finish(
         rest = maintain[index_of(maintain, PinWindow) + 1 :]
     else:
         # the pinned window serves the rebuild: same ends, and its sources' live table ids
-        start = Begin if window is None else PinSnapshot
-        rest = _filled(initialize, index_of(initialize, start) + 1, first)
+        rest = _filled(plan, Begin if window is None else PinSnapshot, first)
         if pinned.copied:  # the change copies auto netted: dropped after the COMMIT
             rest += [s for s in maintain if isinstance(s, Cleanup)]
     commit = index_of(rest, Commit)
@@ -478,27 +477,24 @@ def rebuild(
     """Build the table in one transaction: create the cursors table, create the table anew
     (``replace``) or keep it, fill it at a pinned snapshot and record the cursors; run
     ``before_commit`` just before the COMMIT."""
-    steps = plan.steps["initialize_cursors"]
-    begin = index_of(steps, Begin)
     create = [*plan.steps["create_cursors_table"], *(plan.steps["create_mv"] if replace else [])]
-    filled = _filled(steps, begin + 1, create, replaces=replace)
+    filled = _filled(plan, Begin, create)
     commit = index_of(filled, Commit)
     with measuring("full"):
         run(con, [Begin(), *filled[:commit], *(Sql(s) for s in before_commit), *filled[commit:]])
 
 
-def _filled(
-    initialize: Sequence[Step], start: int, first: Sequence[Step], *, replaces: bool | None = None
-) -> list[Step]:
-    """The fill's steps from ``initialize[start]`` on, in a transaction already open,
+def _filled(plan: IVMPlan, after: type, first: Sequence[Step]) -> list[Step]:
+    """The fill's steps of ``plan`` that follow its first step of type ``after`` (``Begin``,
+    or ``PinSnapshot`` when a pinned window serves it), for a transaction already open,
     ``first`` run first (e.g. ``plan.create_mv``), with the steps the plan runs before the
     fill's transaction (:meth:`~duckstream.engines.base.Engine.before_fill`: reads of the
-    view's table as it stands) at the start, or after the COMMIT when the transaction
-    replaces the table (``replaces``; None: when ``first`` is not empty), so that they read
-    the new table."""
-    before = list(initialize[: index_of(initialize, Begin)])
-    rest = [*first, *initialize[start:]]
-    if not (bool(first) if replaces is None else replaces):
+    view's table as it stands) at the start, or after the COMMIT when ``first`` replaces the
+    table (holds ``plan.create_mv``), so that they read the new table."""
+    initialize = plan.steps["initialize_cursors"]
+    before = initialize[: index_of(initialize, Begin)]
+    rest = [*first, *initialize[index_of(initialize, after) + 1 :]]
+    if not any(step in plan.steps["create_mv"] for step in first):
         return [*before, *rest]
     commit = index_of(rest, Commit) + 1
     return [*rest[:commit], *before, *rest[commit:]]
