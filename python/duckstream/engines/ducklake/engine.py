@@ -42,6 +42,12 @@ from duckstream.plan import (
 
 # The change feed's own columns, renamed out of the way of the source's.
 _SNAPSHOT, _ROWID = "_ivm_snapshot", "_ivm_rowid"
+# A window's change feed as read, and the rowids read again by time travel (prepare_changes).
+_FEED, _REREAD = "_ivm_feed", "_ivm_reread"
+
+
+def _mult(sign: int) -> exp.Expr:
+    return exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
 
 
 def _columns(source: Source) -> list[exp.Expr]:
@@ -142,13 +148,9 @@ class DuckLakeEngine(Engine):
         return exp.select("*").from_(self._changes_table(source))
 
     def _read_changes(self, source: Source, function: str, sign: int) -> exp.Select:
-        """One half of ``source``'s change feed in the window: the columns the view reads and
-        ``_ivm_mult`` = ``sign``, skipped when the pinned window shows that half empty.
-
-        Deletions are deduplicated on ``(snapshot_id, rowid)`` and the columns read: DuckLake
-        (1.5.5) lists one deleted row twice when a transaction deletes every row of a data
-        file through several statements. A rowid can be deleted legitimately in several
-        snapshots of one window (an UPDATE keeps the rowid), never twice in one snapshot."""
+        """One half of ``source``'s change feed in the window: the columns the view reads,
+        ``_ivm_mult`` = ``sign`` and the feed's snapshot and rowid of each row; skipped when
+        the pinned window shows that half empty."""
         # DuckDB binds the table function even when the guard below drops it, and an unchanged
         # source of another catalog has cursor = end: cursor + 1 is no snapshot there yet.
         start = exp.Anonymous(
@@ -168,21 +170,28 @@ class DuckLakeEngine(Engine):
                 self._end(source.catalog),
             ],
         )
-        mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
         # A constant false guard keeps DuckDB from calling the table function at all.
         guard = self._window_value(f"{'inserts' if sign > 0 else 'deletes'}_{source.index}")
-        read = exp.select(*_columns(source)).from_(exp.Table(this=call)).where(guard)
-        if sign > 0:
-            return read.select(exp.alias_(mult, MULT))
         ids = [exp.alias_(exp.column("snapshot_id"), _SNAPSHOT), exp.alias_("rowid", _ROWID)]
-        once = exp.select(*ids, *_columns(source)).from_(exp.Table(this=call)).where(guard)
-        columns: list[exp.Expr] = (
-            [exp.column(n, quoted=True) for n in sorted(source.columns)]
-            if source.columns is not None
-            else [exp.Star(except_=[exp.to_identifier(_SNAPSHOT), exp.to_identifier(_ROWID)])]
+        return (
+            exp.select(*_columns(source), exp.alias_(_mult(sign), MULT), *ids)
+            .from_(exp.Table(this=call))
+            .where(guard)
         )
-        return exp.select(*columns, exp.alias_(mult, MULT)).from_(
-            exp.paren(once.distinct()).as_("_ivm_once")
+
+    def _versions_of(self, source: Source, version: Version, sign: int) -> exp.Select:
+        """The rows of ``source`` at ``version`` (the window's end or its cursor) whose rowid
+        is one of the window's re-read rowids (:meth:`prepare_changes`), ``_ivm_mult`` =
+        ``sign``: no rowid to re-read, no file read (DuckDB skips a semi-join's probe side
+        when its build side is empty)."""
+        at = self._end(source.catalog) if version is Version.NEW else self._cursor(source)
+        table = source.table()
+        table.set("when", exp.HistoricalData(this="AT", kind="VERSION", expression=at))
+        reread = exp.select(_ROWID).from_(_REREAD)
+        return (
+            exp.select(*_columns(source), exp.alias_(_mult(sign), MULT))
+            .from_(table)
+            .where(exp.column("rowid").isin(query=reread))
         )
 
     def prepare_changes(self) -> list[Step]:
@@ -195,25 +204,65 @@ class DuckLakeEngine(Engine):
         window (say one that breaks a CAST of the view) never reaches the view's expressions.
         Every rule downstream is linear in the multiplicity or nets by content itself, so a
         multiplicity other than +1/-1 is fine. An unchanged source's copy is empty and reads
-        nothing."""
+        nothing.
+
+        The feed, read as a multiset (insertions +1, deletions -1), is the window's change --
+        except where DuckLake (1.5.5) lists a deleted row twice: a transaction that changes
+        every row of a data file through several statements lists rows it deleted or updated
+        twice in the deletions (``UPDATE t SET v = 1 WHERE k = 1; UPDATE t SET v = 2 WHERE k =
+        2`` over a file of those two rows: each old version deleted twice, inserted once).
+        Counting a deleted rowid once is no remedy: a row updated and then deleted in one
+        transaction is legitimately listed twice (its old and its intermediate version, alike
+        in the columns read). One snapshot lists a rowid once per half unless a transaction
+        changed it more than once; so every rowid listed more than once by one snapshot in
+        one half is *re-read*: its feed rows are replaced by its version at the window's end
+        (+1) against its version at the cursor (-1), read by time travel. DuckLake keeps a
+        row's rowid through updates, and a row's rowid in the feed is its rowid in the table
+        (a row inserted and changed in one transaction keeps the transaction-local rowid it
+        is listed under), so per rowid that difference is exactly the window's net change.
+        A window with no such rowid reads no table."""
         statements: list[Step] = []
         for s in self.sources:
-            both = exp.union(
+            feed = exp.union(
                 self._read_changes(s, "ducklake_table_insertions", 1),
                 self._read_changes(s, "ducklake_table_deletions", -1),
                 distinct=False,
             )
-            columns: list[exp.Expr] = (
+            reread = (
+                exp.select(_ROWID)
+                .distinct()
+                .from_(_FEED)
+                .group_by(MULT, _SNAPSHOT, _ROWID)
+                .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
+            )
+            columns: list[exp.Expr] = (  # and the multiplicity, after them
+                [*(exp.column(n, quoted=True) for n in sorted(s.columns)), exp.column(MULT)]
+                if s.columns is not None
+                else [exp.Star(except_=[exp.to_identifier(_SNAPSHOT), exp.to_identifier(_ROWID)])]
+            )
+            trusted = (
+                exp.select(*columns)
+                .from_(_FEED)
+                .where(exp.not_(exp.column(_ROWID).isin(query=exp.select(_ROWID).from_(_REREAD))))
+            )
+            change = exp.union(
+                exp.union(trusted, self._versions_of(s, Version.NEW, 1), distinct=False),
+                self._versions_of(s, Version.OLD, -1),
+                distinct=False,
+            )
+            net_columns: list[exp.Expr] = (
                 [exp.column(n, quoted=True) for n in sorted(s.columns)]
                 if s.columns is not None
                 else [exp.Star(except_=[exp.to_identifier(MULT)])]
             )
             total = exp.Sum(this=exp.column(MULT))
             netted = (
-                exp.select(*columns, exp.alias_(exp.cast(total, "bigint"), MULT))
-                .from_(exp.paren(both).as_("_ivm_feed"))
+                exp.select(*net_columns, exp.alias_(exp.cast(total, "bigint"), MULT))
+                .from_(exp.paren(change).as_("_ivm_change"))
                 .group_by("ALL")
                 .having(exp.NEQ(this=total.copy(), expression=exp.Literal.number(0)))
+                .with_(_FEED, as_=feed, materialized=True)
+                .with_(_REREAD, as_=reread, materialized=True)
             )
             statements.append(self.create_temp(self._changes_table(s), netted, changes_of=s))
         return statements
