@@ -169,8 +169,17 @@ def test_auto_copying_the_changes_first(table_count, overhead, margin, data):
 
 
 @pytest.mark.parametrize("table_count", [1, 2])
-def test_insert_then_modify_in_one_transaction(table_count):
+def test_rows_changed_several_times_in_one_transaction(table_count):
+    """Transactions that insert and then change rows, update rows twice, update then delete,
+    delete and insert again, change each row of a file apart (:func:`rework_rows`)."""
     wide(given(scenarios(table_count, transactions=True))(check))()
+
+
+@pytest.mark.parametrize("construct", ["self_join", "derived_aggregate"])
+def test_rows_changed_several_times_under_a_construct(construct):
+    """The same transactions under a self-join (the shape a random tester shrank a double
+    update to) and an aggregate of a derived table."""
+    wide(given(scenarios(1, construct=construct, transactions=True))(check))()
 
 
 # -- renamed and swapped sources ---------------------------------------------------------

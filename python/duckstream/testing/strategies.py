@@ -345,6 +345,51 @@ def insert_then_modify(draw, table: TableSpec) -> list:
 
 
 @st.composite
+def rework_rows(draw, table: TableSpec) -> list:
+    """Statements of one transaction that change the same existing rows several times: updated
+    twice by overlapping WHERE clauses (maybe a column no view reads, then one it reads),
+    updated then deleted, deleted then inserted again with the same key, or each row of a
+    small file changed by a statement of its own. DuckLake lists such rows in its feed with
+    their intermediate versions, and some deleted rows twice (issues 30 and 31)."""
+    key = draw(spelled(table.columns[0].name))
+    keys = draw(st.lists(st.integers(-3, 3), min_size=1, max_size=3, unique=True))
+
+    def where() -> str:
+        return draw(
+            st.sampled_from(
+                [
+                    f"{key} = {keys[0]}",
+                    f"{key} >= {min(keys)}",
+                    f"{key} IN ({', '.join(map(str, keys))})",
+                ]
+                + [f"{key} = {k}" for k in keys]
+            )
+        )
+
+    def update() -> Update:
+        column = draw(st.sampled_from(table.columns))
+        value = sql_literal(draw(values(column.type)))
+        return Update(table.name, f"{draw(spelled(column.name))} = {value}", where())
+
+    kind = draw(st.sampled_from(["update_twice", "update_then_delete", "reinsert", "each_row"]))
+    if kind == "update_twice":
+        statements: list = [update(), update()]
+    elif kind == "update_then_delete":
+        statements = [update(), Delete(table.name, where())]
+    elif kind == "reinsert":
+        again = draw(rows(table.columns, min_size=1, max_size=2))
+        statements = [Delete(table.name, where())]
+        statements.append(Insert(table.name, tuple((keys[0], *row[1:]) for row in again)))
+        statements.append(draw(st.sampled_from([update(), Delete(table.name, where())])))
+    else:  # every key its own statement, each an update or a delete
+        statements = [
+            draw(st.sampled_from([Delete(table.name, f"{key} = {k}"), update()])) for k in keys
+        ]
+        statements += [Delete(table.name, f"{key} IS NULL")] if draw(st.booleans()) else []
+    return statements
+
+
+@st.composite
 def column_updates(draw, tables_: list[TableSpec]) -> list:
     """A window of updates to one column of one table only: every other column of the
     touched rows stays, so the change cancels out under any projection that does not read
@@ -370,8 +415,8 @@ def column_updates(draw, tables_: list[TableSpec]) -> list:
 @st.composite
 def cycles(draw, tables_: list[TableSpec], max_cycles: int = 4, transactions: bool = False) -> list:
     """Change windows: each a list of committed batches touching one or several tables.
-    ``transactions``: batches are mostly transactions that insert rows and then update or
-    delete them (:func:`insert_then_modify`)."""
+    ``transactions``: batches are mostly transactions that change the same rows several times
+    (:func:`insert_then_modify`, :func:`rework_rows`)."""
     result = []
     for _ in range(draw(st.integers(1, max_cycles))):
         if draw(st.integers(0, 3)) == 0:
@@ -384,7 +429,8 @@ def cycles(draw, tables_: list[TableSpec], max_cycles: int = 4, transactions: bo
             for t in touched:
                 for _ in range(draw(st.integers(1, 2))):
                     if transactions and draw(st.integers(0, 2)) > 0:
-                        batch.extend(draw(insert_then_modify(t)))
+                        several = draw(st.sampled_from([insert_then_modify, rework_rows]))
+                        batch.extend(draw(several(t)))
                     else:
                         batch.append(draw(change(t)))
             batches.append(batch)

@@ -171,7 +171,7 @@ class DuckLakeEngine(Engine):
             ],
         )
         # A constant false guard keeps DuckDB from calling the table function at all.
-        guard = self._window_value(f"{'inserts' if sign > 0 else 'deletes'}_{source.index}")
+        guard = self._window_value(f"inserts_{source.index}") if sign > 0 else self._deletes(source)
         ids = [exp.alias_(exp.column("snapshot_id"), _SNAPSHOT), exp.alias_("rowid", _ROWID)]
         return (
             exp.select(*_columns(source), exp.alias_(_mult(sign), MULT), *ids)
@@ -191,8 +191,16 @@ class DuckLakeEngine(Engine):
         return (
             exp.select(*_columns(source), exp.alias_(_mult(sign), MULT))
             .from_(table)
+            .where(self._deletes(source))
             .where(exp.column("rowid").isin(query=reread))
         )
+
+    def _deletes(self, source: Source) -> exp.Expr:
+        """Whether the pinned window shows deletions (or updates) of ``source``: a rowid is
+        re-read only then, and this constant guard spares an append-only window the two
+        time-travel scans (DuckDB would set them up even with no rowid to look for: several
+        ms of CPU per refresh)."""
+        return self._window_value(f"deletes_{source.index}")
 
     def prepare_changes(self) -> list[Step]:
         """Copy each changed source's window (the columns the view reads) into a temporary
@@ -220,7 +228,8 @@ class DuckLakeEngine(Engine):
         row's rowid through updates, and a row's rowid in the feed is its rowid in the table
         (a row inserted and changed in one transaction keeps the transaction-local rowid it
         is listed under), so per rowid that difference is exactly the window's net change.
-        A window with no such rowid reads no table."""
+        Every such listing involves a deletion: a window without any (appends only) re-reads
+        nothing, and its copy reads the insertions alone, as before."""
         statements: list[Step] = []
         for s in self.sources:
             feed = exp.union(
@@ -232,6 +241,7 @@ class DuckLakeEngine(Engine):
                 exp.select(_ROWID)
                 .distinct()
                 .from_(_FEED)
+                .where(self._deletes(s))
                 .group_by(MULT, _SNAPSHOT, _ROWID)
                 .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
             )
