@@ -277,18 +277,20 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             continue
         if stopped and not isinstance(step, Cleanup):
             continue
-        if isinstance(step, StopUnless):  # its statements are guarded: skipping them is the same
-            (value,) = con.execute(f"SELECT getvariable({literal(step.value)})").fetchone()
-            stopped = not value
-            continue
         is_copy = _is_copy(step)
-        if copies and not is_copy:
-            to_applied = can_skip and no_changes(con, copies)
-            copies = []
-        if to_applied:
-            to_applied = not isinstance(step, Applied)
-            continue
-        try:
+        try:  # every read too: a failure inside the transaction rolls it back
+            if isinstance(step, StopUnless):
+                # its statements are guarded: skipping them is the same (and running them, when
+                # this read fails after the COMMIT, is what they do as plain SQL)
+                (value,) = con.execute(f"SELECT getvariable({literal(step.value)})").fetchone()
+                stopped = not value
+                continue
+            if copies and not is_copy:
+                to_applied = can_skip and no_changes(con, copies)
+                copies = []
+            if to_applied:
+                to_applied = not isinstance(step, Applied)
+                continue
             if isinstance(step, Measure):
                 clock = _clock.get()
                 value = "NULL" if clock is None else literal(clock.measurement())
