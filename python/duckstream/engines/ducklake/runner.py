@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 import warnings
 from collections.abc import Callable, Generator, Sequence
@@ -147,11 +148,37 @@ def run_statements(
         _run_statements(con, statements, opened)
 
 
+# -- DuckLake's table statistics, untrusted while a refresh runs ---------------------------
+
+_UNTRUSTED = "statistics_propagation"
+# the settings, and the database's identity: its attached DuckLakes' catalog paths (one
+# catalog file cannot be attached twice in a process, even by two databases)
+_SETTINGS = (
+    "SELECT current_setting('perfect_ht_threshold'), current_setting('disabled_optimizers'),"
+    " (SELECT string_agg(path, chr(10) ORDER BY path) FROM duckdb_databases()"
+    " WHERE type = 'ducklake')"
+)
+
+
+@dataclass
+class _Untrusting:
+    """The refreshes running on one DuckDB database with statistics propagation off: the
+    user's ``disabled_optimizers`` (put back when the last one leaves), how many run."""
+
+    disabled: list[str]
+    running: int = 0
+
+
+_untrusting: dict[str, _Untrusting] = {}  # by database (its DuckLakes' paths)
+_untrusting_lock = threading.Lock()
+# the connection whose refresh this thread (context) runs with the statistics untrusted
+_untrusted_on: ContextVar[object | None] = ContextVar("duckstream_untrusted", default=None)
+
+
 @contextlib.contextmanager
 def without_table_statistics(con: Connection) -> Generator[None]:
     """Keep DuckDB from trusting DuckLake's column statistics while the statements run, then
-    restore the connection's settings (session settings, not the transaction's: put back on
-    the way out, failure or not). DuckLake 1.5.5 can record wrong table statistics: rows
+    restore the user's settings. DuckLake 1.5.5 can record wrong table statistics: rows
     inserted in one transaction into several files, the first all NULL in a column, leave
     that column's bounds out of the table's (``tests/test_regressions_ducklake.py``). Then:
 
@@ -161,17 +188,81 @@ def without_table_statistics(con: Connection) -> Generator[None]:
     * the perfect hash aggregate sizes its table from the bounds and stops with "Perfect hash
       aggregate: ... statistics ... are corrupt": turned off.
 
-    The files' own statistics (DuckLake's pruning of data files) are right and stay in use."""
-    (threshold,) = con.execute("SELECT current_setting('perfect_ht_threshold')").fetchone()
-    (disabled,) = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
-    off = [o for o in str(disabled or "").split(",") if o.strip()]
-    con.execute("SET perfect_ht_threshold = 0")
-    con.execute(f"SET disabled_optimizers = {literal(','.join([*off, 'statistics_propagation']))}")
+    The files' own statistics (DuckLake's pruning of data files) are right and stay in use.
+
+    ``perfect_ht_threshold`` is set for the session and put back on the way out. But the
+    optimizers are off only GLOBALLY in DuckDB 1.5.5 (``disabled_optimizers`` "cannot be set
+    locally"): for every connection of the database, and dbt's threads refresh on cursors of
+    one database. So that one is kept per database, process-wide: the first refresh to enter
+    reads the user's value and turns statistics propagation off, the others count themselves
+    in (no ``SET``), and the last to leave puts the user's value back: a refresh never runs
+    with it on because another one left. One read and two ``SET`` per refresh (the first
+    and last on a database: two more); nested use on the same connection in one thread (a
+    refresh's statement lists) costs nothing. Leaving never raises: a failed restore is a
+    warning (the refresh is done; the setting stays off)."""
+    if _untrusted_on.get() is con:
+        yield
+        return
+    threshold, key = _untrust(con)
+    try:
+        if threshold != 0:
+            con.execute("SET perfect_ht_threshold = 0")
+    except Exception:
+        _trust_again(con, key)
+        raise
+    token = _untrusted_on.set(con)
     try:
         yield
     finally:
-        con.execute(f"SET perfect_ht_threshold = {int(threshold)}")
-        con.execute(f"SET disabled_optimizers = {literal(','.join(off))}")
+        _untrusted_on.reset(token)
+        try:
+            if threshold != 0:
+                con.execute(f"SET perfect_ht_threshold = {threshold}")
+        except Exception as error:
+            _warn_unrestored("perfect_ht_threshold", error)
+        _trust_again(con, key)
+
+
+def _untrust(con: Connection) -> tuple[int, str]:
+    """Count a refresh in on ``con``'s database, turning statistics propagation off if it is
+    the first; the session's ``perfect_ht_threshold`` and the database's key. On failure
+    nothing is counted and the setting is as it was."""
+    with _untrusting_lock:  # the read too: it must not see a refresh's value as the user's
+        threshold, disabled, key = con.execute(_SETTINGS).fetchone()
+        key = str(key or "")
+        off = [o for o in (o.strip() for o in str(disabled or "").split(",")) if o]
+        # no SET when it is off: another refresh runs on the database (found), or the user
+        # turned it off. On while one runs: another database whose DuckLakes have the same
+        # paths (PostgreSQL catalogs), or the user's SET meanwhile: off again, and the last
+        # refresh out puts back the first one's value.
+        if _UNTRUSTED not in off:
+            con.execute(f"SET disabled_optimizers = {literal(','.join([*off, _UNTRUSTED]))}")
+        found = _untrusting.setdefault(key, _Untrusting(off))
+        found.running += 1
+        return int(threshold), key
+
+
+def _trust_again(con: Connection, key: str) -> None:
+    """Count a refresh out; the last one puts the user's ``disabled_optimizers`` back."""
+    with _untrusting_lock:
+        found = _untrusting[key]
+        found.running -= 1
+        if found.running:
+            return
+        del _untrusting[key]
+        if _UNTRUSTED not in found.disabled:
+            try:
+                con.execute(f"SET disabled_optimizers = {literal(','.join(found.disabled))}")
+            except Exception as error:
+                _warn_unrestored("disabled_optimizers", error)
+
+
+def _warn_unrestored(setting: str, error: Exception) -> None:
+    warnings.warn(
+        f"duckstream: could not put {setting} back ({error}); the refresh is done",
+        RuntimeWarning,
+        stacklevel=4,
+    )
 
 
 def _run_statements(con: Connection, statements: list[str] | list[Step], opened: bool) -> None:
@@ -186,18 +277,20 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             continue
         if stopped and not isinstance(step, Cleanup):
             continue
-        if isinstance(step, StopUnless):  # its statements are guarded: skipping them is the same
-            (value,) = con.execute(f"SELECT getvariable({literal(step.value)})").fetchone()
-            stopped = not value
-            continue
         is_copy = _is_copy(step)
-        if copies and not is_copy:
-            to_applied = can_skip and no_changes(con, copies)
-            copies = []
-        if to_applied:
-            to_applied = not isinstance(step, Applied)
-            continue
-        try:
+        try:  # every read too: a failure inside the transaction rolls it back
+            if isinstance(step, StopUnless):
+                # its statements are guarded: skipping them is the same (and running them, when
+                # this read fails after the COMMIT, is what they do as plain SQL)
+                (value,) = con.execute(f"SELECT getvariable({literal(step.value)})").fetchone()
+                stopped = not value
+                continue
+            if copies and not is_copy:
+                to_applied = can_skip and no_changes(con, copies)
+                copies = []
+            if to_applied:
+                to_applied = not isinstance(step, Applied)
+                continue
             if isinstance(step, Measure):
                 clock = _clock.get()
                 value = "NULL" if clock is None else literal(clock.measurement())
@@ -289,16 +382,17 @@ def refresh(
         )
     refuse_open_transaction(con, "refresh()")
     start = time.perf_counter()
-    if strategy == "incremental":
-        with measuring("incremental"):
-            run_statements(con, plan.steps["maintain"])
-        report = RefreshReport("incremental", strategy, "requested")
-    elif strategy == "full":
-        with measuring("full"):
-            run_statements(con, plan.steps["initialize_cursors"])
-        report = RefreshReport("full", strategy, "requested")
-    else:
-        report = _auto(con, plan, policy or Policy())
+    with without_table_statistics(con):  # once for the whole refresh
+        if strategy == "incremental":
+            with measuring("incremental"):
+                run_statements(con, plan.steps["maintain"])
+            report = RefreshReport("incremental", strategy, "requested")
+        elif strategy == "full":
+            with measuring("full"):
+                run_statements(con, plan.steps["initialize_cursors"])
+            report = RefreshReport("full", strategy, "requested")
+        else:
+            report = _auto(con, plan, policy or Policy())
     report.elapsed = time.perf_counter() - start
     return report
 
@@ -354,6 +448,18 @@ def begin(
     ``full`` rebuilds; a window that cannot be maintained is rebuilt, the report says why.
     The transaction stays open: :func:`finish` runs the chosen path to its COMMIT,
     :func:`abandon` rolls it back. ``run`` runs statement lists."""
+    with without_table_statistics(con):  # once for ``run`` and the reads
+        return _begin(con, plan, strategy, policy, run, estimate_unchanged)
+
+
+def _begin(
+    con: Connection,
+    plan: IVMPlan,
+    strategy: str,
+    policy: Policy | None,
+    run: Runner,
+    estimate_unchanged: bool,
+) -> Pinned:
     maintain = plan.steps["maintain"]
     at = index_of(maintain, PinWindow)
     start = time.perf_counter()
@@ -462,8 +568,17 @@ def finish(
     # a refresh's time includes the change copies auto made before deciding: a refresh that
     # was not netted first makes them itself (a rebuild after them does not count them)
     spent = pinned.copy_seconds if incremental else 0.0
-    with measuring(report.strategy, cost, spent):
-        run(con, [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]], opened=True)
+    running = False
+    try:
+        with without_table_statistics(con):
+            running = True
+            with measuring(report.strategy, cost, spent):
+                steps = [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]]
+                run(con, steps, opened=True)
+    except Exception:
+        if not running:  # ``run`` rolls back what it fails in
+            abandon(con)
+        raise
 
 
 def rebuild(
@@ -480,7 +595,7 @@ def rebuild(
     create = [*plan.steps["create_cursors_table"], *(plan.steps["create_mv"] if replace else [])]
     filled = _filled(plan, Begin, create)
     commit = index_of(filled, Commit)
-    with measuring("full"):
+    with without_table_statistics(con), measuring("full"):
         run(con, [Begin(), *filled[:commit], *(Sql(s) for s in before_commit), *filled[commit:]])
 
 

@@ -141,9 +141,15 @@ def _translated(error: Exception) -> Exception:
 
 def run_steps(spark: SparkSession, steps: list[Step]) -> dict[str, str]:
     """Run a plan's steps in order; returns the values its value queries computed.
-    :class:`Cleanup` steps run last, also after a failure."""
+    :class:`Cleanup` steps run last, also after a failure.
+
+    Spark has no multi-statement transactions: the view's data and its cursors are one
+    Iceberg commit (its :class:`CommitWith`), atomic, and nothing before it is written. A
+    failure up to it raises, the view and cursors as they were; a failure after it (the
+    cursors table, a mirror the refreshes do not read) is a warning: the refresh is applied,
+    as on DuckLake."""
     run = Run()
-    failed = False
+    failed = committed = False
     try:
         for step in steps:
             if isinstance(step, Cleanup):
@@ -152,11 +158,20 @@ def run_steps(spark: SparkSession, steps: list[Step]) -> dict[str, str]:
                 if not _execute(spark, run, step):
                     break
             except Exception as error:
+                if committed:
+                    warnings.warn(
+                        f"duckstream: a statement after the view's commit failed ({error});"
+                        " the refresh is applied",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+                    continue
                 failed = True
                 translated = _translated(error)
                 if translated is error:
                     raise
                 raise translated from error
+            committed = committed or isinstance(step, CommitWith)
     finally:
         for step in steps:
             if isinstance(step, Cleanup):
