@@ -21,7 +21,7 @@ UNSUPPORTED = {
     "outer_join": "SELECT t.a FROM t, u RIGHT JOIN v ON u.a = v.a",
     "nested_join": "SELECT t.a FROM t LEFT JOIN (u JOIN v ON u.a = v.a) ON t.a = u.a",
     "set_operation": "SELECT a FROM t UNION BY NAME SELECT a FROM u",
-    "subquery": "SELECT a FROM t WHERE (a, b) IN (SELECT a, b FROM u) OR a = 1",
+    "subquery": "SELECT a FROM t WHERE (a, b) IN (SELECT u.a, u.b FROM u) OR a = 1",
     "reserved_name": "SELECT _ivm_count FROM t",
     "grouping_sets": "SELECT count(*) AS n FROM t GROUP BY CUBE (a, b, c, d, e, f)",
     "distinct_on": "SELECT DISTINCT ON (a) a, b FROM t LIMIT 3",

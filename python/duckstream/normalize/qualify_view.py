@@ -6,11 +6,11 @@ references become expressions and, when the source columns are known, ``*`` expa
 Columns of multi-table views stay unqualified when no schema is given: the generated SQL keeps
 the view's FROM clause and aliases, so the engine resolves them exactly as in the view.
 
-In a SELECT reading one source, a bare name is that source's column unless it names an alias
-of the select list visible there; when it names both (``SELECT CAST(k AS BIGINT) AS k, k AS
-x``, the ``k`` inside the CAST shows ``k`` is a column), the column wins, as on DuckDB and
-Spark. Such columns are qualified before sqlglot expands alias references, which without the
-source's schema would give up on them.
+A bare name that is both an input column and a select-list alias is the column, as on DuckDB
+and Spark (in HAVING: inside an aggregate or when grouped). sqlglot resolves it so wherever it
+knows the sources' columns (the schema, a derived table's select list); for a table whose
+columns are unknown, :func:`_resolve_names` takes what the view itself proves and refuses the
+rest, as it does a bare name in a subquery outside FROM that may be an enclosing query's.
 
 Identifiers resolve case-insensitively (sqlglot lower-cases them to match), but two
 spellings are kept as written: table, schema and catalog names (a catalog may store
@@ -23,6 +23,14 @@ columns (``SELECT MyKey`` gives a column ``MyKey``, quoted where needed to keep 
 >>> qualify_view(parse_one("SELECT DISTINCT CAST(k AS BIGINT) AS k, k AS x FROM t2"),
 ...     dialect="duckdb", catalog="dl", schema="main").sql()
 'SELECT DISTINCT CAST(t2.k AS BIGINT) AS k, t2.k AS x FROM dl.main.t2 AS t2'
+>>> view = parse_one("SELECT id, false AS flag FROM t WHERE flag")
+>>> qualify_view(view, dialect="duckdb", catalog="dl", schema="main",
+...     columns={"t": {"id": "INT", "flag": "BOOLEAN"}}).sql()
+'SELECT t.id AS id, FALSE AS flag FROM dl.main.t AS t WHERE t.flag'
+>>> qualify_view(view, dialect="duckdb", catalog="dl", schema="main")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+duckstream.errors.UnsupportedSQLError: unresolved_column: `flag` in WHERE names ... schema= ...
 >>> qualify_view(parse_one('SELECT MyKey, "Größe" AS G FROM Orders'),
 ...     dialect="duckdb", catalog="dl", schema="main").sql()
 'SELECT orders.mykey AS "MyKey", orders."größe" AS "G" FROM dl.main.Orders AS orders'
@@ -161,47 +169,191 @@ def is_predicate_subquery(select: exp.Expr) -> bool:
 
 
 def _qualify_bare_columns(expression: exp.Expr, known_schema: bool) -> None:
-    """In each SELECT reading one source, qualify the bare names that are its columns and
-    expand the ones that are aliases of the select list. With the schema, sqlglot resolves
-    the bare names of a subquery outside FROM (one may be an enclosing query's column);
-    without it, a bare name there is the subquery's own source's column."""
+    """Without the schema, in each SELECT reading one table, tell the bare names that are its
+    columns from the ones that are aliases of the select list, or refuse to guess.
+
+    sqlglot resolves a bare name by the columns its sources are known to have: with the
+    schema, or a derived table's select list, it does so as DuckDB and Spark do (an input
+    column wins over a select-list alias in the select list, WHERE, GROUP BY and QUALIFY; in
+    HAVING inside an aggregate or when grouped), so those SELECTs are left to it. A table
+    whose columns are unknown leaves it guessing, and a guess is a wrong answer when the
+    table turns out to have the column: :func:`_resolve_names` decides what the view itself
+    proves and refuses the rest. Likewise a bare name in a subquery outside FROM may name an
+    enclosing query's column (:func:`_check_outer_names`)."""
+    if known_schema:
+        return
     for select in list(expression.find_all(exp.Select)):
-        if known_schema and is_predicate_subquery(select):
-            continue
         from_ = select.args.get("from_")
-        if from_ and not select.args.get("joins") and from_.this.alias_or_name:
-            _resolve_names(select, from_.this.alias_or_name)
+        if not from_ or select.args.get("joins") or not from_.this.alias_or_name:
+            continue
+        source = from_.this
+        columns = _columns_of(source)
+        if is_predicate_subquery(select):
+            _check_outer_names(select, source.alias_or_name, columns)
+        if columns is None:
+            _resolve_names(select, source.alias_or_name)
+
+
+def _columns_of(source: exp.Expr) -> set[str] | None:
+    """The lower-cased column names of a derived table with a select list of named items;
+    None for a table (unknown without the schema) or a ``*``."""
+    if not isinstance(source, exp.Subquery):
+        return None
+    query = source.this
+    while isinstance(query, exp.SetOperation | exp.Subquery):
+        query = query.this
+    if not isinstance(query, exp.Select) or any(
+        isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star))
+        for i in query.expressions
+    ):
+        return None
+    return {i.alias_or_name.lower() for i in query.expressions}
+
+
+def _enclosing_selects(select: exp.Select) -> list[exp.Select]:
+    """The SELECTs whose columns a bare name in the subquery ``select`` may name: the one
+    holding it, and further out while that one is itself a subquery outside FROM."""
+    found = []
+    node: exp.Select = select
+    while is_predicate_subquery(node):
+        outer = node.parent.find_ancestor(exp.Select) if node.parent else None
+        if outer is None:
+            break
+        found.append(outer)
+        node = outer
+    return found
+
+
+def _check_outer_names(select: exp.Select, source: str, columns: set[str] | None) -> None:
+    """A bare name in a subquery outside FROM is its source's column if the source has it,
+    else an enclosing query's (TPC-H Q17's ``l_partkey = p_partkey``). Without the schema a
+    table's columns are unknown: the name is the source's only if it is read qualified by the
+    source somewhere in the subquery, or if no enclosing query may have it (each reads derived
+    tables whose columns are known). Anything else is refused: binding it to the subquery's
+    table would make SQL the engine rejects, and decorrelating needs to know."""
+    qualified = {
+        c.name.lower()
+        for c in select.find_all(exp.Column)
+        if c.table == source and c.find_ancestor(exp.Select) is select
+    }
+    outer_columns: set[str] | None = set()
+    for outer in _enclosing_selects(select):
+        for joined in [outer.args.get("from_"), *(outer.args.get("joins") or [])]:
+            known = _columns_of(joined.this) if joined is not None else set()
+            if known is None or outer_columns is None:
+                outer_columns = None
+            else:
+                outer_columns |= known
+    for column in _bare_columns(select, select):
+        name = column.name.lower()
+        if columns is not None and name in columns:
+            continue
+        if columns is None and (
+            name in qualified or (outer_columns is not None and name not in outer_columns)
+        ):
+            continue
+        if columns is None and name in _aliases(select):
+            continue  # an alias of the select list: _resolve_names expanded or refused it
+        raise UnsupportedSQLError(
+            "unresolved_column",
+            f"`{column.name}` in a subquery outside FROM may be a column of `{source}` or of"
+            " an enclosing query, and without schema= duckstream cannot tell which: qualify"
+            f" it with its table (`{source}.{column.name}` or the enclosing table's alias) or"
+            " pass schema= to compile_ivm",
+        )
+
+
+def _aliases(select: exp.Select) -> set[str]:
+    return {i.alias.lower() for i in select.expressions if isinstance(i, exp.Alias)}
 
 
 def _resolve_names(select: exp.Select, source: str) -> None:
+    """In a SELECT reading one table whose columns are unknown, qualify each bare name that is
+    the table's column and expand each that is an alias of the select list (in parentheses: a
+    literal would read as a position in GROUP BY), as the engine would, or refuse.
+
+    A name is the table's column where no alias of it is visible (an earlier item's alias is
+    visible in the select list, all of them in WHERE, GROUP BY, HAVING and QUALIFY), and
+    then everywhere: ``CAST(k AS BIGINT) AS k, k AS x`` reads column ``k`` twice. Where both
+    could be meant, the column wins if the table has it (DuckDB, Spark), so the alias is
+    taken only where the view would not run if the name were a column: in GROUP BY when its
+    expression reads a column outside aggregates that nothing else groups by
+    (``date_trunc('month', ts) AS m ... GROUP BY m``), in HAVING outside aggregates when
+    GROUP BY does not group by the name as a column (there the alias shadows an ungrouped
+    column). It is the column where the alias could not stand: an aggregate or window in
+    WHERE, GROUP BY or inside an aggregate. Anything else (``'x' AS c ... GROUP BY c``,
+    ``false AS flag ... WHERE flag``) depends on the table's columns: refused with what to
+    write instead."""
     items = select.expressions
     aliases = [i.alias.lower() if isinstance(i, exp.Alias) else "" for i in items]
-    # Each place's bare columns with the aliases visible there: the earlier items' in the
-    # select list, all of them in WHERE, GROUP BY and HAVING.
-    places: list[tuple[list[exp.Column], set[str], int | None]] = [
-        (_bare_columns(select, item), set(aliases[:i]) - {""}, i) for i, item in enumerate(items)
+    definitions = {a: items[i].this for i, a in reversed(list(enumerate(aliases))) if a}
+    places: list[tuple[str, list[exp.Column], set[str]]] = [
+        ("the select list", _bare_columns(select, item), set(aliases[:i]) - {""})
+        for i, item in enumerate(items)
     ]
-    for key in ("where", "group", "having"):
+    for key in ("where", "group", "having", "qualify"):
         if node := select.args.get(key):
-            places.append((_bare_columns(select, node), set(aliases) - {""}, None))
-    # A name read where no alias of it is visible is a column; where both are, the column
-    # wins (DuckDB, Spark).
-    known = {c.name.lower() for cs, seen, _ in places for c in cs if c.name.lower() not in seen}
-    defined: dict[str, exp.Expr] = {}
-    for columns, visible, index in places:
+            clause = {"group": "GROUP BY"}.get(key, key.upper())
+            places.append((clause, _bare_columns(select, node), set(aliases) - {""}))
+    known = {c.name.lower() for _, cs, seen in places for c in cs if c.name.lower() not in seen}
+    group = select.args.get("group")
+    grouped = {
+        c.name.lower()
+        for c in (group.expressions if group else [])
+        if isinstance(c, exp.Column) and (c.table == source or c.name.lower() in known)
+    }
+    for clause, columns, visible in places:
         for column in columns:
             name = column.name.lower()
-            if name not in visible or name in known:
+            if name not in visible:
                 column.set("table", exp.to_identifier(source))
-            elif name in defined and not (
-                column.find_ancestor(exp.Group) and defined[name].find(exp.AggFunc)
-            ):
-                # Without the source's schema, a name only known as an alias is the alias
-                # (sqlglot would give up on it): expanded, in parentheses (a literal would
-                # read as a position in GROUP BY).
-                column.replace(exp.paren(defined[name].copy()))
-        if index is not None and aliases[index]:
-            defined.setdefault(aliases[index], select.expressions[index].this)
+                continue
+            meaning = _alias_or_column(column, clause, definitions[name], grouped, group)
+            if name in known and meaning is None:
+                meaning = "column"
+            if meaning == "column":
+                column.set("table", exp.to_identifier(source))
+            elif meaning == "alias":
+                column.replace(exp.paren(definitions[name].copy()))
+            else:
+                raise UnsupportedSQLError(
+                    "unresolved_column",
+                    f"`{column.name}` in {clause} names the select-list alias `{column.name}`"
+                    f" and, if `{source}` has a column `{column.name}`, that column (which"
+                    " wins); without schema= duckstream cannot tell which: write"
+                    f" `{source}.{column.name}` for the column, repeat the alias's expression"
+                    " for the alias, or pass schema= to compile_ivm",
+                )
+
+
+def _alias_or_column(
+    column: exp.Column,
+    clause: str,
+    definition: exp.Expr,
+    grouped: set[str],
+    group: exp.Group | None,
+) -> str | None:
+    """What a bare name that is an alias visible at ``column`` and maybe a column means:
+    ``"alias"``, ``"column"``, or None when only the table's columns could tell."""
+    in_aggregate = column.find_ancestor(exp.AggFunc, exp.Select)
+    in_aggregate = isinstance(in_aggregate, exp.AggFunc)
+    computed = definition.find(exp.AggFunc, exp.Window) is not None
+    if clause in ("WHERE", "GROUP BY") and computed:
+        return "column"
+    if clause == "HAVING":
+        if in_aggregate:
+            return "column" if definition.find(exp.AggFunc) else None
+        return "column" if column.name.lower() in grouped else "alias"
+    if clause == "GROUP BY":
+        read_by_group = {c.name.lower() for c in group.find_all(exp.Column)} if group else set()
+        ungrouped = [
+            c
+            for c in definition.find_all(exp.Column)
+            if not isinstance(c.find_ancestor(exp.AggFunc, exp.Select), exp.AggFunc)
+            and c.name.lower() not in read_by_group
+        ]
+        return "alias" if ungrouped else None
+    return None
 
 
 def _bare_columns(select: exp.Select, node: exp.Expr) -> list[exp.Column]:
@@ -233,7 +385,7 @@ def _qualify_single_source_columns(expression: exp.Expr, known_schema: bool) -> 
 def _own_columns(select: exp.Select) -> list[exp.Column]:
     """Columns of ``select`` itself, not of subqueries nested in it."""
     found = []
-    for key in ("expressions", "where", "group", "having"):
+    for key in ("expressions", "where", "group", "having", "qualify"):
         value = select.args.get(key)
         for node in value if isinstance(value, list) else [value] if value else []:
             for column in node.find_all(exp.Column):

@@ -455,6 +455,7 @@ CONSTRUCTS = [
     "windows",  # window functions: ranks, lag/lead, running and partition totals, QUALIFY
     "grouping_sets",  # ROLLUP, CUBE, GROUPING SETS, WITH ROLLUP; GROUPING / GROUPING_ID
     "top_k",  # ORDER BY ... LIMIT / OFFSET and DISTINCT ON, ties included, at any depth
+    "shadowed_names",  # select aliases named like input columns, read in WHERE/GROUP BY/HAVING
 ]
 OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
 
@@ -741,6 +742,8 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         return draw(grouping_set_views(tables_, portable))
     if construct == "top_k":
         return draw(top_k_views(tables_))
+    if construct == "shadowed_names":
+        return draw(shadowed_name_views(tables_, portable))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -817,6 +820,55 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         sql, _ = draw(select(relations, shape, options))
     with_ = [c for c in ctes if c]
     return (f"WITH {', '.join(with_)} " if with_ else "") + sql
+
+
+# -- shadowed names ----------------------------------------------------------------------
+@st.composite
+def shadowed_name_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
+    """A SELECT over a derived table ``d`` whose columns ``o0``, ``o1``, ... are also the
+    aliases of the SELECT's items, computed from other columns or literals (dbt's
+    mrr-playbook: ``false AS is_last_month ... WHERE is_last_month``), with WHERE, GROUP BY
+    and HAVING reading those names bare. Each reads ``d``'s column: an input column wins
+    over a select alias in WHERE and GROUP BY (DuckDB, Spark), in HAVING inside an aggregate
+    or when grouped (DuckDB; ``portable`` leaves HAVING out). ``d`` lists its columns, so
+    they are known with ``schema=`` or without."""
+    relation = draw(table_relation(tables_[0]))
+    columns = [(f"o{i}", type_) for i, (_, type_) in enumerate(relation.columns)]
+    inner = ", ".join(f"{ref} AS o{i}" for i, (ref, _) in enumerate(relation.columns))
+    source = f"(SELECT {inner} FROM {relation.source}) AS d"
+    where = f" WHERE {draw(predicate(columns))}" if draw(st.booleans()) else ""
+    free = [name for name, _ in columns]
+
+    def named(expr: str) -> str:
+        """``expr`` aliased as a column of ``d`` while one is left (else a fresh name)."""
+        if free:
+            name = draw(st.sampled_from(free))
+            free.remove(name)
+        else:
+            name = f"p{len(columns) - len(free)}_{draw(st.integers(0, 10**6))}"
+        return f"{expr} AS {name}"
+
+    def value(over: list[tuple[str, str]]) -> str:
+        if draw(st.integers(0, 3)) == 0:
+            return draw(literal(portable))[0]
+        return draw(scalar(over))[0]
+
+    if draw(st.booleans()):
+        items = [named(value(columns)) for _ in range(draw(st.integers(1, 3)))]
+        return f"SELECT {', '.join(items)} FROM {source}{where}"
+    keys = draw(st.lists(st.sampled_from(columns), min_size=1, max_size=2, unique=True))
+    items = [named(value(keys)) for _ in range(draw(st.integers(1, len(keys) + 1)))]
+    kinds = ["count_star", "count", "sum", "min", "max"]
+    for _ in range(draw(st.integers(1, 2))):
+        items.append(named(draw(typed_aggregate(columns, draw(st.sampled_from(kinds))))[0]))
+    sql = f"SELECT {', '.join(items)} FROM {source}{where} GROUP BY {', '.join(k for k, _ in keys)}"
+    if not portable and draw(st.booleans()):
+        name = draw(st.sampled_from(columns))[0]
+        key = keys[0][0]
+        sql += " HAVING " + draw(
+            st.sampled_from([f"count({name}) >= 1", f"min({name}) IS NOT NULL", f"{key} IS NULL"])
+        )
+    return sql
 
 
 # -- set operations ----------------------------------------------------------------------
