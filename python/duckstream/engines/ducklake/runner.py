@@ -27,6 +27,12 @@ the runner skips from the copies to :class:`~duckstream.plan.Applied` and only a
 cursors; and when the estimate picks the rebuild, auto may first make the copies of updated
 sources and decide on their exact counts (:func:`duckstream.refresh.sources_to_net`), then
 goes on from them.
+
+Every refresh records its profile in its report (``RefreshReport.phases``: phase, seconds,
+statements, by the plan's step kinds, :class:`~duckstream.refresh.Phase`) and logs it at DEBUG
+on the ``duckstream`` logger: a ``perf_counter`` per step. What a refresh pays whatever its
+view (one-row view, one-row insert, DuckDB 1.5.5): 20 statements, of which the plan's delta
+and apply are 3 and DuckLake's COMMIT 1; no change: 11.
 """
 
 from __future__ import annotations
