@@ -418,7 +418,70 @@ def markdown(results: Results, environment: dict) -> str:
                     f"**{strategy}** for {queries} (Q{chosen[0].query}: {chosen[0].auto_reason})"
                 )
         lines.append(f"- SF {sf:g} {workload}: " + "; ".join(parts))
+    phases = phases_table(results.runs)
+    if phases:
+        lines += [
+            "",
+            "## Where an incremental refresh's time goes (median ms per phase)",
+            "",
+            "The phases of `refresh(strategy='incremental')` (`RefreshReport.phases`, pass B):"
+            " **pin** the window, **changes** the sources' change copies, **delta** the delta's"
+            " temporary tables, **apply** the statements writing the view, **cursors** their"
+            " record, **commit** DuckLake's; **other**: the transaction check, the settings"
+            " guard, BEGIN, the clean-up. **statements**: all the refresh ran.",
+            "",
+            *phases,
+        ]
     return "\n".join(lines) + "\n"
+
+
+# The phases of a refresh (duckstream.refresh.Phase) grouped for the report: a change copy per
+# source ("changes <source>") counts as "changes", each delta / apply / fill statement in its
+# kind; the rest (the transaction check, the settings, BEGIN, the clean-up...) as "other".
+PHASE_COLUMNS = ("pin", "estimate", "changes", "delta", "apply", "fill", "cursors", "commit")
+
+
+def phase_totals(phases: Sequence[Sequence]) -> dict[str, tuple[float, int]]:
+    """``phases`` (``[name, seconds, statements]`` items) summed by :data:`PHASE_COLUMNS`
+    (and ``other``): ms and statements.
+
+    >>> phase_totals([["pin", 0.004, 3], ["changes lake.main.t", 0.002, 1], ["check", 0.001, 1]])
+    {'pin': (4.0, 3), 'changes': (2.0, 1), 'other': (1.0, 1)}
+    """
+    totals: dict[str, tuple[float, int]] = {}
+    for name, seconds, statements in phases:
+        head = str(name).split(" ", 1)[0]
+        column = head if head in PHASE_COLUMNS else "other"
+        ms, count = totals.get(column, (0.0, 0))
+        totals[column] = (ms + float(seconds) * 1000, count + int(statements))
+    return totals
+
+
+def phases_table(runs: Sequence[Run], path: str = "incremental") -> list[str]:
+    """Per (SF, workload, query): the median ms of each phase of ``path``'s refresh over the
+    repetitions, and its statements (none when the runs did not record phases)."""
+    groups: dict[tuple[float, str, str], list[dict[str, tuple[float, int]]]] = defaultdict(list)
+    for run in runs:
+        if run.phases.get(path):
+            groups[(run.sf, run.workload, run.query)].append(phase_totals(run.phases[path]))
+    if not groups:
+        return []
+    columns = [
+        c for c in (*PHASE_COLUMNS, "other") if any(c in t for g in groups.values() for t in g)
+    ]
+    lines = [
+        "| SF | workload | Q | " + " | ".join(columns) + " | statements |",
+        "|--:|---|---|" + "--:|" * (len(columns) + 1),
+    ]
+    for (sf, workload, query), totals in sorted(
+        groups.items(), key=lambda g: (g[0][0], g[0][1], query_order(g[0][2]))
+    ):
+        cells = [_ms(_median([t.get(c, (0.0, 0))[0] for t in totals])) for c in columns]
+        statements = _median([sum(n for _, n in t.values()) for t in totals])
+        lines.append(
+            f"| {sf:g} | {workload} | {query} | " + " | ".join(cells) + f" | {statements:.0f} |"
+        )
+    return lines
 
 
 def read_json(path: Path) -> tuple[Results, dict]:

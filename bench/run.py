@@ -155,6 +155,9 @@ class Run:
     netted: dict[str, dict[str, int]] | None = None
     # the view's measurements auto read (History's fields; None: results before it did)
     measured: dict | None = None
+    # per path ("auto", "incremental", "full"), the refresh's phases: [name, seconds,
+    # statements] (RefreshReport.phases; empty: results before they were recorded)
+    phases: dict[str, list[list]] = field(default_factory=dict)
 
 
 @dataclass
@@ -358,7 +361,9 @@ def measure_rep(
             with _connected(pass_b) as con:
                 _warm(con, q)
                 start = current_snapshot(con, LAKE)
-                _, incremental = measure(lambda plan=plan: refresh(con, plan, "incremental"))
+                incremental_report, incremental = measure(
+                    lambda plan=plan: refresh(con, plan, "incremental")
+                )
                 written = _mv_rows_written(con, q, start, current_snapshot(con, LAKE))
                 got = as_multiset(_rows(con, plan.query_mv))
             equal_incremental = got == expected[q]
@@ -366,7 +371,7 @@ def measure_rep(
                 log(f"  q{q} incremental differs:\n{multiset_diff(expected[q], got)}")
             with _connected(pass_b) as con:
                 _warm(con, q)
-                _, full = measure(lambda plan=plan: refresh(con, plan, "full"))
+                full_report, full = measure(lambda plan=plan: refresh(con, plan, "full"))
                 equal_full = as_multiset(_rows(con, plan.query_mv)) == expected[q]
             a = first[q]
             report = a["report"]
@@ -393,6 +398,14 @@ def measure_rep(
                     else {n: asdict(e) for n, e in report.netted.items()}
                 ),
                 measured=None if report.history is None else asdict(report.history),
+                phases={
+                    path: [list(p) for p in r.phases]
+                    for path, r in (
+                        ("auto", report),
+                        ("incremental", incremental_report),
+                        ("full", full_report),
+                    )
+                },
             )
             runs.append(run)
             log(

@@ -37,6 +37,11 @@ def test_bench_runs_and_views_equal_recomputation(tmp_path):
     assert all(r["auto_strategy"] in ("incremental", "full") for r in runs)
     text = (out / "benchmarks.md").read_text()
     assert "## SF 0.01, append" in text and "## SF 0.01, mixed" in text
+    # each path's phases (RefreshReport.phases), and their table in the report
+    for r in runs:
+        for path in ("auto", "incremental", "full"):
+            assert r["phases"][path] and all(len(p) == 3 for p in r["phases"][path]), r
+    assert "## Where an incremental refresh's time goes" in text
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "benchmarks.png").stat().st_size > 0
 

@@ -62,6 +62,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import median
+from typing import NamedTuple
 
 from duckstream.plan import Read
 
@@ -196,9 +197,38 @@ class SourceEstimate:
         return self.changed / max(self.rows, 1)
 
 
+class Phase(NamedTuple):
+    """One phase of a refresh (:attr:`RefreshReport.phases`): its name, how long it took
+    (seconds, wall clock) and how many statements it ran.
+
+    The names follow the plan's steps (:mod:`duckstream.plan`), not the SQL: ``check`` (is a
+    transaction open?), ``settings`` (the statistics guard, on the way in and out), ``begin``,
+    ``pin`` (the window, or a rebuild's snapshot), ``estimate`` (auto's reads of the catalog),
+    ``changes <source>`` (a change copy), ``count`` (are the copies empty?), ``netting`` (auto
+    counting its copies), ``delta`` (each temporary table of the delta, one entry each),
+    ``apply`` (each statement writing the view, one entry each), ``cursors`` (the measurement
+    and the cursors' record), ``commit``, ``guard`` (a run-time flag read), ``after commit``
+    (statements after the commit, e.g. a rebuild's re-layout), ``cleanup``. Consecutive
+    statements of one phase (not ``delta`` or ``apply``) make one entry."""
+
+    name: str
+    seconds: float
+    statements: int
+
+
+def phases_text(phases: Sequence[Phase]) -> str:
+    """``phases`` on one line, for a log.
+
+    >>> phases_text([Phase("pin", 0.0042, 3), Phase("commit", 0.0191, 1)])
+    'pin 4.2 ms (3), commit 19.1 ms (1)'
+    """
+    return ", ".join(f"{p.name} {p.seconds * 1000:.1f} ms ({p.statements})" for p in phases)
+
+
 @dataclass
 class RefreshReport:
-    """What one refresh did: the strategy taken, why, the estimate, and how long it took."""
+    """What one refresh did: the strategy taken, why, the estimate, and how long it took
+    (``phases``: where the time went, in order, statements included: :class:`Phase`)."""
 
     strategy: str  # "incremental" or "full": what ran
     requested: str  # "auto", "incremental" or "full"
@@ -213,6 +243,12 @@ class RefreshReport:
     netted: dict[str, SourceEstimate] | None = None
     by_fraction: bool = False  # a source changed by more than max_fraction: a rebuild, always
     history: History | None = None  # the view's measurements auto decided with (calibrate)
+    phases: list[Phase] = field(default_factory=list)
+
+    @property
+    def statements(self) -> int:
+        """How many statements the refresh ran (its phases')."""
+        return sum(p.statements for p in self.phases)
 
     @property
     def change_rows(self) -> dict[str, int]:

@@ -53,9 +53,9 @@ def estimate(
         return sources
     counts = {row[0]: row[1:] for row in _rows(con, _counts_query(window))}
     for source, (table_id, cursor, end) in window.sources.items():
-        live_rows, inserted, dropped, deleted, scanned, partial = (
-            int(v or 0) for v in counts.get(source, (0,) * 6)
-        )
+        found = counts.get(source, (0,) * 6 + (None,))
+        live_rows, inserted, dropped, deleted, scanned, partial = (int(v or 0) for v in found[:6])
+        inlined_tables = [str(name) for name in found[6] or []]
         touched = window.kinds[source]
         if not touched:
             sources[source] = SourceEstimate(source, live_rows)
@@ -67,7 +67,7 @@ def estimate(
             where = (catalog, schema, name)
             deleted, scanned = _partial_deletions(con, where, table_id, cursor, end)
         if touched & {"inlined_insert", "inlined_delete"}:
-            more = _inlined(con, catalog, table_id, cursor, end, touched)
+            more = _inlined(con, catalog, table_id, cursor, end, touched, inlined_tables)
             inserted, deleted, scanned = (
                 inserted + more[0],
                 deleted + more[1],
@@ -81,7 +81,8 @@ def estimate(
 def _counts_query(window: ducklake_window.Window) -> str:
     """One row per source: its row counts (live, inserted in new data files, in data files
     dropped whole, deleted by delete files, rows of the files those deletions hit, whether a
-    partial delete file needs an exact count), from the catalog's file lists."""
+    partial delete file needs an exact count), from the catalog's file lists; and the names
+    of its inlined data tables (a list; NULL: none)."""
     by_catalog: dict[str, list[str]] = {}
     for source, (table_id, cursor, end) in window.sources.items():
         by_catalog.setdefault(source.split(".", 1)[0], []).append(
@@ -105,7 +106,7 @@ def _counts_query(window: ducklake_window.Window) -> str:
         selects.append(
             "SELECT w.source_table,"
             " coalesce(files.live, 0) - coalesce(dead.deleted, 0), files.inserted, files.dropped,"
-            " dels.deleted, dels.scanned, dels.partial"
+            " dels.deleted, dels.scanned, dels.partial, inl.names"
             f" FROM {w} AS w"
             " LEFT JOIN (SELECT f.table_id,"
             "   sum(f.record_count) FILTER (WHERE f.end_snapshot IS NULL) AS live,"
@@ -130,6 +131,10 @@ def _counts_query(window: ducklake_window.Window) -> str:
             "   WHERE e.begin_snapshot > w.cur"
             "     OR (e.partial_max IS NOT NULL AND e.partial_max > w.cur)"
             "   GROUP BY e.table_id) AS dels ON dels.table_id = w.table_id"
+            " LEFT JOIN (SELECT table_id, list(table_name ORDER BY table_name) AS names"
+            f"   FROM {meta}.ducklake_inlined_data_tables WHERE table_id IN"
+            f"   (SELECT table_id FROM {w}) GROUP BY table_id) AS inl"
+            " ON inl.table_id = w.table_id"
         )
     return f"WITH {', '.join(ctes)} {' UNION ALL '.join(selects)}"
 
@@ -197,28 +202,30 @@ def _partial_file_count(
 
 
 def _inlined(
-    con: Connection, catalog: str, table_id: int, cursor: int, end: int, touched: frozenset[str]
+    con: Connection,
+    catalog: str,
+    table_id: int,
+    cursor: int,
+    end: int,
+    touched: frozenset[str],
+    names: list[str],
 ) -> tuple[int, int, int, int]:
     """Rows inserted and deleted inline in ``(cursor, end]`` (small changes kept in the
     catalog until flushed to a data file), rows of the data files whose deletions were
     inlined, and live inlined rows at ``end`` (a small table may live in the catalog whole).
     Live inlined rows of sources whose window touched no inlined data are not counted:
-    inlining holds only small inserts."""
+    inlining holds only small inserts. ``names``: the table's inlined data tables (read with
+    the file lists' counts)."""
     meta = ducklake_cursors.metadata_database(catalog)
     inserted = deleted = scanned = live = 0
-    names = _rows(
-        con,
-        f"SELECT table_name FROM {meta}.ducklake_inlined_data_tables WHERE table_id = ?",
-        [table_id],
-    )
     if names:
         parts = [
             f"SELECT count(*) FILTER (WHERE begin_snapshot > {cursor} AND begin_snapshot <= {end})"
             f" AS i, count(*) FILTER (WHERE end_snapshot > {cursor} AND end_snapshot <= {end})"
             f" AS d, count(*) FILTER (WHERE begin_snapshot <= {end}"
             f" AND (end_snapshot IS NULL OR end_snapshot > {end})) AS l"
-            f" FROM {meta}.{_quote(str(name))}"
-            for (name,) in names
+            f" FROM {meta}.{_quote(name)}"
+            for name in names
         ]
         inserted, deleted, live = (
             int(v or 0)

@@ -27,19 +27,26 @@ the runner skips from the copies to :class:`~duckstream.plan.Applied` and only a
 cursors; and when the estimate picks the rebuild, auto may first make the copies of updated
 sources and decide on their exact counts (:func:`duckstream.refresh.sources_to_net`), then
 goes on from them.
+
+Every refresh records its profile in its report (``RefreshReport.phases``: phase, seconds,
+statements, by the plan's step kinds, :class:`~duckstream.refresh.Phase`) and logs it at DEBUG
+on the ``duckstream`` logger: a ``perf_counter`` per step. What a refresh pays whatever its
+view (one-row view, one-row insert, DuckDB 1.5.5): 20 statements, of which the plan's delta
+and apply are 3 and DuckLake's COMMIT 1; no change: 11.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 import warnings
 from collections.abc import Callable, Generator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from duckstream.connection import Connection, literal
 from duckstream.engines.base import MULT
@@ -64,18 +71,25 @@ from duckstream.plan import (
     index_of,
 )
 from duckstream.refresh import (
+    Phase,
     Policy,
     RefreshReport,
     calibrate,
     check_strategy,
     decide,
     decide_netted,
+    phases_text,
     sources_to_net,
 )
+
+logger = logging.getLogger("duckstream")
 
 
 class TransactionOpen(DuckstreamError):
     """The caller has a transaction open on the connection: duckstream will not run in it."""
+
+
+_TRANSACTION = "SELECT current_transaction_id()"
 
 
 def in_transaction(con: Connection) -> bool:
@@ -83,8 +97,8 @@ def in_transaction(con: Connection) -> bool:
     same for two statements only inside one explicit transaction; in auto-commit each statement
     is its own. A read, harmless inside the caller's transaction. (Not ``txid_current()``: with
     a DuckLake catalog as the default database it fails an internal DuckDB assertion.)"""
-    first = con.execute("SELECT current_transaction_id()").fetchone()
-    second = con.execute("SELECT current_transaction_id()").fetchone()
+    first = con.execute(_TRANSACTION).fetchone()
+    second = con.execute(_TRANSACTION).fetchone()
     return first == second
 
 
@@ -92,10 +106,106 @@ def refuse_open_transaction(con: Connection, operation: str) -> None:
     """Raise :class:`TransactionOpen` when the caller has a transaction open on ``con``; the
     caller's transaction is left as it was, still committable."""
     if in_transaction(con):
-        raise TransactionOpen(
-            f"duckstream: {operation} must run outside a transaction: it runs its own, and"
-            " DuckDB cannot nest them; commit or roll back yours first (it is untouched)"
-        )
+        _refuse(operation)
+
+
+def _refuse(operation: str) -> None:
+    raise TransactionOpen(
+        f"duckstream: {operation} must run outside a transaction: it runs its own, and"
+        " DuckDB cannot nest them; commit or roll back yours first (it is untouched)"
+    )
+
+
+@dataclass(frozen=True)
+class _Outside:
+    """An operation that must run outside a transaction (:func:`refuse_open_transaction`),
+    and the transaction id of the statement read just before its settings: the settings read
+    (:func:`without_table_statistics`) reads the id again, and refuses before it sets
+    anything when both are the same (one statement instead of two for the check)."""
+
+    operation: str
+    transaction: object
+
+
+def _outside(con: Connection, operation: str) -> _Outside:
+    with _phase(con, "check") as counted:
+        return _Outside(operation, counted.execute(_TRANSACTION).fetchone())
+
+
+# -- the profile of a refresh (RefreshReport.phases) -----------------------------------------
+
+_profile: ContextVar[list[Phase] | None] = ContextVar("duckstream_profile", default=None)
+
+
+@contextlib.contextmanager
+def profiling(phases: list[Phase] | None = None) -> Generator[list[Phase]]:
+    """Record the phases of what runs inside into ``phases`` (a new list when None; inside
+    another ``profiling``: its list, unless given), the list yielded."""
+    found = phases if phases is not None else _profile.get()
+    found = [] if found is None else found
+    token = _profile.set(found)
+    try:
+        yield found
+    finally:
+        _profile.reset(token)
+
+
+def _record(name: str, seconds: float, statements: int, *, merge: bool = True) -> None:
+    """Add a phase to the profile being recorded (if any), into the last one when it has the
+    same name and ``merge``."""
+    phases = _profile.get()
+    if phases is None:
+        return
+    if merge and phases and phases[-1].name == name:
+        last = phases[-1]
+        phases[-1] = Phase(name, last.seconds + seconds, last.statements + statements)
+    else:
+        phases.append(Phase(name, seconds, statements))
+
+
+class _Counting:
+    """``con``, counting the statements it executes (for the profile)."""
+
+    def __init__(self, con: Any) -> None:
+        self.con, self.count = con, 0
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        self.count += 1
+        return self.con.execute(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.con, name)
+
+
+@contextlib.contextmanager
+def _phase(con: Any, name: str) -> Generator[Any]:
+    """Time what runs inside as the phase ``name``, counting the statements run on the
+    connection yielded (``con``, counted when a profile is being recorded)."""
+    if _profile.get() is None:
+        yield con
+        return
+    counted, start = _Counting(con), time.perf_counter()
+    try:
+        yield counted
+    finally:
+        _record(name, time.perf_counter() - start, counted.count)
+
+
+def _log(what: str, plan: IVMPlan, report: RefreshReport | None, phases: list[Phase]) -> None:
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    seconds = sum(p.seconds for p in phases)
+    statements = sum(p.statements for p in phases)
+    how = "" if report is None else f": {report.strategy} ({report.requested}: {report.reason})"
+    logger.debug(
+        "duckstream: %s of %s%s; %.1f ms, %d statements: %s",
+        what,
+        plan.mv_table or "the view",
+        how,
+        seconds * 1000,
+        statements,
+        phases_text(phases),
+    )
 
 
 @dataclass(frozen=True)
@@ -156,7 +266,7 @@ _UNTRUSTED = "statistics_propagation"
 _SETTINGS = (
     "SELECT current_setting('perfect_ht_threshold'), current_setting('disabled_optimizers'),"
     " (SELECT string_agg(path, chr(10) ORDER BY path) FROM duckdb_databases()"
-    " WHERE type = 'ducklake')"
+    " WHERE type = 'ducklake'), current_transaction_id()"
 )
 
 
@@ -176,7 +286,7 @@ _untrusted_on: ContextVar[object | None] = ContextVar("duckstream_untrusted", de
 
 
 @contextlib.contextmanager
-def without_table_statistics(con: Connection) -> Generator[None]:
+def without_table_statistics(con: Connection, outside: _Outside | None = None) -> Generator[None]:
     """Keep DuckDB from trusting DuckLake's column statistics while the statements run, then
     restore the user's settings. DuckLake 1.5.5 can record wrong table statistics: rows
     inserted in one transaction into several files, the first all NULL in a column, leave
@@ -199,36 +309,46 @@ def without_table_statistics(con: Connection) -> Generator[None]:
     with it on because another one left. One read and two ``SET`` per refresh (the first
     and last on a database: two more); nested use on the same connection in one thread (a
     refresh's statement lists) costs nothing. Leaving never raises: a failed restore is a
-    warning (the refresh is done; the setting stays off)."""
+    warning (the refresh is done; the setting stays off).
+
+    ``outside``: refuse (:class:`TransactionOpen`) before setting anything when the caller
+    has a transaction open; the settings read tells (:class:`_Outside`)."""
     if _untrusted_on.get() is con:
+        if outside is not None:
+            refuse_open_transaction(con, outside.operation)
         yield
         return
-    threshold, key = _untrust(con)
-    try:
-        if threshold != 0:
-            con.execute("SET perfect_ht_threshold = 0")
-    except Exception:
-        _trust_again(con, key)
-        raise
+    with _phase(con, "settings") as counted:
+        threshold, key = _untrust(counted, outside)
+        try:
+            if threshold != 0:
+                counted.execute("SET perfect_ht_threshold = 0")
+        except Exception:
+            _trust_again(counted, key)
+            raise
     token = _untrusted_on.set(con)
     try:
         yield
     finally:
         _untrusted_on.reset(token)
-        try:
-            if threshold != 0:
-                con.execute(f"SET perfect_ht_threshold = {threshold}")
-        except Exception as error:
-            _warn_unrestored("perfect_ht_threshold", error)
-        _trust_again(con, key)
+        with _phase(con, "settings") as counted:
+            try:
+                if threshold != 0:
+                    counted.execute(f"SET perfect_ht_threshold = {threshold}")
+            except Exception as error:
+                _warn_unrestored("perfect_ht_threshold", error)
+            _trust_again(counted, key)
 
 
-def _untrust(con: Connection) -> tuple[int, str]:
+def _untrust(con: Connection, outside: _Outside | None = None) -> tuple[int, str]:
     """Count a refresh in on ``con``'s database, turning statistics propagation off if it is
     the first; the session's ``perfect_ht_threshold`` and the database's key. On failure
-    nothing is counted and the setting is as it was."""
+    nothing is counted and the setting is as it was (``outside``: a transaction open raises
+    :class:`TransactionOpen`, nothing set)."""
     with _untrusting_lock:  # the read too: it must not see a refresh's value as the user's
-        threshold, disabled, key = con.execute(_SETTINGS).fetchone()
+        threshold, disabled, key, transaction = con.execute(_SETTINGS).fetchone()
+        if outside is not None and (transaction,) == outside.transaction:
+            _refuse(outside.operation)
         key = str(key or "")
         off = [o for o in (o.strip() for o in str(disabled or "").split(",")) if o]
         # no SET when it is off: another refresh runs on the database (found), or the user
@@ -267,9 +387,13 @@ def _warn_unrestored(setting: str, error: Exception) -> None:
 
 def _run_statements(con: Connection, statements: list[str] | list[Step], opened: bool) -> None:
     own = opened
-    ended = skipping = to_applied = stopped = False
+    ended = skipping = to_applied = stopped = advancing = unchanged = False
+    begun, made = opened, opened  # ``made``: a temporary table may exist from this run
     copies: list[CreateTemp] = []  # change copies run, not yet counted
-    can_skip = any(isinstance(s, Applied) for s in statements)
+    copied: list[int | None] = []  # their rows, as their CREATE reported them (None: unknown)
+    can_skip = any(isinstance(s, Applied) for s in statements)  # ``maintain``: else a fill
+    counter = _Counting(con) if _profile.get() is not None else None
+    con = con if counter is None else counter
     for item in statements:
         step = Sql(item) if isinstance(item, str) else item
         text = step.statement if isinstance(step, Sql) else ""
@@ -277,17 +401,26 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             continue
         if stopped and not isinstance(step, Cleanup):
             continue
+        if unchanged and isinstance(step, Cleanup):
+            continue  # the window changed nothing: no temporary table was made
         is_copy = _is_copy(step)
+        is_begin = isinstance(step, Begin) or _is(text, "BEGIN")
+        is_end = isinstance(step, Commit) or _is(text, "COMMIT", "END", "ROLLBACK", "ABORT")
+        started, ran = time.perf_counter(), 0 if counter is None else counter.count
         try:  # every read too: a failure inside the transaction rolls it back
             if isinstance(step, StopUnless):
                 # its statements are guarded: skipping them is the same (and running them, when
                 # this read fails after the COMMIT, is what they do as plain SQL)
                 (value,) = con.execute(f"SELECT getvariable({literal(step.value)})").fetchone()
                 stopped = not value
+                _record("guard", time.perf_counter() - started, 1)
                 continue
             if copies and not is_copy:
-                to_applied = can_skip and no_changes(con, copies)
-                copies = []
+                to_applied = can_skip and _all_empty(con, copies, copied)
+                copies, copied = [], []
+                if counter is not None and counter.count > ran:
+                    _record("count", time.perf_counter() - started, counter.count - ran)
+                    started, ran = time.perf_counter(), counter.count
             if to_applied:
                 to_applied = not isinstance(step, Applied)
                 continue
@@ -298,9 +431,13 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             elif isinstance(step, PinWindow):
                 window = ducklake_window.read(con, step.spec, pin=True)
                 skipping = own and not window.values["changed"]
+                # nothing made a temporary table before the pin: none to drop after the skip
+                unchanged = skipping and not made
             else:
                 for statement in render(step):
-                    con.execute(statement)
+                    result = con.execute(statement)
+                    if is_copy:  # CREATE TABLE AS reports its rows: no read to count them
+                        copied.append(_created_rows(result))
         except Exception as error:
             if ended or (isinstance(step, Cleanup) and not own):
                 if own:  # a transaction after the work's COMMIT (a refill): given up
@@ -317,12 +454,76 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
                 with contextlib.suppress(Exception):  # the transaction is gone already
                     con.execute("ROLLBACK")
             raise
+        if counter is not None:
+            advancing = advancing or isinstance(step, Applied | Measure)
+            name = _phase_name(step, is_begin, is_end, begun, ended, advancing, can_skip)
+            seconds = time.perf_counter() - started
+            _record(name, seconds, counter.count - ran, merge=name not in _EACH)
+        begun = begun or is_begin
+        made = made or isinstance(step, CreateTemp) or bool(getattr(step, "creates", None))
         if is_copy:
             copies.append(step)
-        if isinstance(step, Begin) or _is(text, "BEGIN"):
+        if is_begin:
             own = True
-        elif own and (isinstance(step, Commit) or _is(text, "COMMIT", "END", "ROLLBACK", "ABORT")):
+        elif own and is_end:
             own, ended, skipping = False, True, False
+
+
+_EACH = ("delta", "apply", "fill")  # phases listed statement by statement
+
+
+def _phase_name(
+    step: Step,
+    is_begin: bool,
+    is_end: bool,
+    begun: bool,
+    ended: bool,
+    advancing: bool,
+    maintain: bool,
+) -> str:
+    """The phase of ``step`` (:class:`~duckstream.refresh.Phase`), from its kind and where it
+    stands: before the transaction, after the COMMIT, after :class:`Applied` or
+    :class:`Measure` (the cursors' advance); ``maintain``: a refresh's steps (with
+    :class:`Applied`), else a fill's."""
+    if isinstance(step, Cleanup):
+        return "cleanup"
+    if ended:
+        return "after commit"
+    if is_end:
+        return "commit"
+    if is_begin:
+        return "begin"
+    if isinstance(step, PinWindow | PinSnapshot):
+        return "pin"
+    if _is_copy(step):
+        return f"changes {step.changes_of}"
+    if advancing:
+        return "cursors"
+    if not begun:
+        return "prepare"
+    if not maintain:
+        return "fill"
+    return "delta" if isinstance(step, CreateTemp) else "apply"
+
+
+def _created_rows(result: Any) -> int | None:
+    """The rows a ``CREATE TABLE ... AS`` reports it wrote (DuckDB: one row, ``Count``)."""
+    fetch = getattr(result, "fetchone", None)
+    row = fetch() if fetch is not None else None
+    if row and isinstance(row[0], int) and not isinstance(row[0], bool):
+        return row[0]
+    return None
+
+
+def _all_empty(con: Connection, copies: Sequence[CreateTemp], rows: Sequence[int | None]) -> bool:
+    """Whether every change copy is empty, from the rows their CREATE reported (a read of
+    those that reported none)."""
+    if any(rows):
+        return False
+    unknown = [c for c, n in zip(copies, rows, strict=False) if n is None]
+    if len(rows) < len(copies):
+        unknown += copies[len(rows) :]
+    return not unknown or no_changes(con, unknown)
 
 
 def no_changes(con: Connection, copies: Sequence[CreateTemp]) -> bool:
@@ -356,8 +557,11 @@ def setup(con: Connection, plan: IVMPlan) -> None:
     in one transaction (:func:`rebuild`). The fill is auto's first measurement of a rebuild:
     created in a transaction of their own, the tables made the fill's first statement wait
     for DuckLake to reload its catalog (13-20 ms at TPC-H SF 0.1, a third of a rebuild)."""
-    refuse_open_transaction(con, "setup()")
-    rebuild(con, plan)
+    with profiling() as phases:
+        outside = _outside(con, "setup()")
+        with without_table_statistics(con, outside):
+            rebuild(con, plan)
+    _log("setup", plan, None, phases)
 
 
 Runner = Callable[..., None]  # run_statements(con, statements, *, opened=False)
@@ -380,20 +584,23 @@ def refresh(
             f"this refresh runs DuckDB plans; refresh a {plan.dialect} plan with"
             " duckstream.spark.refresh(spark, plan, strategy=...)"
         )
-    refuse_open_transaction(con, "refresh()")
     start = time.perf_counter()
-    with without_table_statistics(con):  # once for the whole refresh
-        if strategy == "incremental":
-            with measuring("incremental"):
-                run_statements(con, plan.steps["maintain"])
-            report = RefreshReport("incremental", strategy, "requested")
-        elif strategy == "full":
-            with measuring("full"):
-                run_statements(con, plan.steps["initialize_cursors"])
-            report = RefreshReport("full", strategy, "requested")
-        else:
-            report = _auto(con, plan, policy or Policy())
+    with profiling([]) as phases:
+        outside = _outside(con, "refresh()")
+        with without_table_statistics(con, outside):  # once for the whole refresh
+            if strategy == "incremental":
+                with measuring("incremental"):
+                    run_statements(con, plan.steps["maintain"])
+                report = RefreshReport("incremental", strategy, "requested")
+            elif strategy == "full":
+                with measuring("full"):
+                    run_statements(con, plan.steps["initialize_cursors"])
+                report = RefreshReport("full", strategy, "requested")
+            else:
+                report = _auto(con, plan, policy or Policy())
     report.elapsed = time.perf_counter() - start
+    report.phases = phases
+    _log("refresh", plan, report, phases)
     return report
 
 
@@ -402,8 +609,9 @@ def _auto(con: Connection, plan: IVMPlan, policy: Policy) -> RefreshReport:
     path, all in the refresh's one transaction: one DuckLake transaction set-up and one read
     of the snapshot log, and the estimate sees the snapshot the refresh applies. A window
     that cannot be maintained (no cursors, an expired cursor, an altered source) is rebuilt,
-    and the report says why."""
-    pinned = begin(con, plan, "auto", policy)
+    and the report says why. A window in which no source changed needs no estimate: the
+    report has none."""
+    pinned = begin(con, plan, "auto", policy, estimate_unchanged=False)
     finish(con, pinned)
     return pinned.report
 
@@ -447,9 +655,13 @@ def begin(
     when no source changed: the report then has no estimates), ``incremental`` maintains,
     ``full`` rebuilds; a window that cannot be maintained is rebuilt, the report says why.
     The transaction stays open: :func:`finish` runs the chosen path to its COMMIT,
-    :func:`abandon` rolls it back. ``run`` runs statement lists."""
-    with without_table_statistics(con):  # once for ``run`` and the reads
-        return _begin(con, plan, strategy, policy, run, estimate_unchanged)
+    :func:`abandon` rolls it back. ``run`` runs statement lists. The report's ``phases``
+    get what ran (inside :func:`profiling`: into its list); :func:`finish` adds the rest."""
+    with profiling() as phases:
+        with without_table_statistics(con):  # once for ``run`` and the reads
+            pinned = _begin(con, plan, strategy, policy, run, estimate_unchanged)
+        pinned.report.phases = phases
+        return pinned
 
 
 def _begin(
@@ -466,7 +678,9 @@ def _begin(
     run(con, maintain[:at])  # BEGIN TRANSACTION, as initialize_cursors begins
     window = None
     try:  # the transaction is the runner's from here on: a failure rolls it back
-        window = ducklake_window.read(con, ducklake_window.spec_of(maintain), pin=True)
+        with _phase(con, "pin") as counted:
+            spec = ducklake_window.spec_of(maintain)
+            window = ducklake_window.read(counted, spec, pin=True, history=strategy == "auto")
         if strategy != "auto":
             report = RefreshReport(strategy, strategy, "requested")
         elif not estimate_unchanged and not window.values["changed"]:
@@ -508,7 +722,8 @@ def _net_first(
         began = time.perf_counter()
         run(con, mine, opened=True)
         copying += time.perf_counter() - began
-        counts |= count_changes(con, mine)
+        with _phase(con, "netting") as counted:
+            counts |= count_changes(counted, mine)
         report = decide_netted(estimated, counts, policy, plan.maintain_reads, plan.rebuild_reads)
         if report.strategy == "full" and counts[name] != (0, 0):
             break
@@ -516,9 +731,15 @@ def _net_first(
     if report.strategy == "full":
         return Pinned(plan, report, window)
     began = time.perf_counter()
-    run(con, [c for c in copies if c.changes_of not in counts], opened=True)
+    rest = [c for c in copies if c.changes_of not in counts]
+    run(con, rest, opened=True)
     copying += time.perf_counter() - began
-    return Pinned(plan, report, window, no_changes(con, copies), copying)
+    # the copies counted: empty when they netted to nothing; the others are read
+    empty = not any(any(n) for n in counts.values())
+    if empty and rest:
+        with _phase(con, "count") as counted:
+            empty = no_changes(counted, rest)
+    return Pinned(plan, report, window, empty, copying)
 
 
 def _to_net(plan: IVMPlan, report: RefreshReport, policy: Policy) -> list[str]:
@@ -549,7 +770,8 @@ def finish(
     first = [Sql(s) for s in rebuild_first]
     rest: list[Step]
     if pinned.report.strategy == "incremental" and window is not None and not pinned.changed:
-        rest = maintain[index_of(maintain, Commit) :]  # nothing to apply (as run_statements)
+        # nothing to apply, no temporary table made to drop (as run_statements)
+        rest = [s for s in maintain[index_of(maintain, Commit) :] if not isinstance(s, Cleanup)]
     elif pinned.report.strategy == "incremental" and pinned.nothing_to_apply:
         rest = maintain[index_of(maintain, Applied) :]
     elif pinned.report.strategy == "incremental" and pinned.copied:
@@ -569,16 +791,19 @@ def finish(
     # was not netted first makes them itself (a rebuild after them does not count them)
     spent = pinned.copy_seconds if incremental else 0.0
     running = False
-    try:
-        with without_table_statistics(con):
-            running = True
-            with measuring(report.strategy, cost, spent):
-                steps = [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]]
-                run(con, steps, opened=True)
-    except Exception:
-        if not running:  # ``run`` rolls back what it fails in
-            abandon(con)
-        raise
+    with profiling(report.phases) as phases:
+        try:
+            with without_table_statistics(con):
+                running = True
+                with measuring(report.strategy, cost, spent):
+                    steps = [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]]
+                    run(con, steps, opened=True)
+        except Exception:
+            if not running:  # ``run`` rolls back what it fails in
+                abandon(con)
+            raise
+    if _profile.get() is None:  # a refresh() logs its own, settings included
+        _log("refresh", plan, report, phases)
 
 
 def rebuild(
@@ -588,15 +813,21 @@ def rebuild(
     replace: bool = True,
     before_commit: Sequence[str] = (),
     run: Runner = run_statements,
-) -> None:
+) -> list[Phase]:
     """Build the table in one transaction: create the cursors table, create the table anew
     (``replace``) or keep it, fill it at a pinned snapshot and record the cursors; run
-    ``before_commit`` just before the COMMIT."""
+    ``before_commit`` just before the COMMIT. Returns its phases (inside
+    :func:`profiling`: that list)."""
     create = [*plan.steps["create_cursors_table"], *(plan.steps["create_mv"] if replace else [])]
     filled = _filled(plan, Begin, create)
     commit = index_of(filled, Commit)
-    with without_table_statistics(con), measuring("full"):
-        run(con, [Begin(), *filled[:commit], *(Sql(s) for s in before_commit), *filled[commit:]])
+    outer = _profile.get()
+    with profiling() as phases, without_table_statistics(con), measuring("full"):
+        steps = [Begin(), *filled[:commit], *(Sql(s) for s in before_commit)]
+        run(con, [*steps, *filled[commit:]])
+    if outer is None:  # setup() logs its own
+        _log("rebuild", plan, None, phases)
+    return phases
 
 
 def _filled(plan: IVMPlan, after: type, first: Sequence[Step]) -> list[Step]:
@@ -633,13 +864,16 @@ def choose(
     """Estimate the window's changes from the catalog and decide; runs nothing else.
     ``window``: the refresh's pinned window, read here when not given."""
     start = time.perf_counter()
-    found = estimate(con, plan, window)
-    if isinstance(found, str):
-        report = RefreshReport("full", "auto", found)
-    else:
-        report = decide(found, policy, plan.maintain_reads, plan.rebuild_reads)
-        view = ducklake_window.spec_of(plan.steps["maintain"]).view
-        measured = ducklake_cursors.history(con, view.split(".", 1)[0], view)
-        report = calibrate(report, measured, policy)
+    with _phase(con, "estimate") as counted:
+        found = estimate(counted, plan, window)
+        if isinstance(found, str):
+            report = RefreshReport("full", "auto", found)
+        else:
+            report = decide(found, policy, plan.maintain_reads, plan.rebuild_reads)
+            measured = None if window is None else window.history
+            if measured is None:  # not read with the window's cursors
+                view = ducklake_window.spec_of(plan.steps["maintain"]).view
+                measured = ducklake_cursors.history(counted, view.split(".", 1)[0], view)
+            report = calibrate(report, measured, policy)
     report.estimate_seconds = time.perf_counter() - start
     return report

@@ -50,6 +50,7 @@ from duckstream.connection import literal as _lit
 from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.errors import RebuildRequired
 from duckstream.plan import PinWindow
+from duckstream.refresh import History
 
 # Change kinds of DuckLake's snapshot log (``changes_made``) that only add rows, or only remove
 # rows. A window whose log lists only one of them for a source may skip reading the other half
@@ -94,6 +95,8 @@ class Window:
     kinds: dict[str, frozenset[str]] = field(default_factory=dict)
     sources: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # id, cursor, end
     snapshots: dict[str, frozenset[int]] = field(default_factory=dict)  # that changed a source
+    # the view's recent measurements, when the pin read them (:func:`read`'s ``history``)
+    history: History | None = None
 
 
 def changed_tables(changes_made: str | None) -> list[tuple[str, str]]:
@@ -205,14 +208,20 @@ def window_from(
     return Window(spec.variable, window, all_kinds, bounds, snapshots_of)
 
 
-def read(con: Any, spec: WindowSpec, *, pin: bool = False) -> Window:
+def read(con: Any, spec: WindowSpec, *, pin: bool = False, history: bool = False) -> Window:
     """The window of ``spec`` on ``con``; with ``pin``, also set its variable (inside the
-    refresh's transaction, before the statements that use it)."""
+    refresh's transaction, before the statements that use it); with ``history``, also the
+    view's recent measurements (:func:`duckstream.engines.ducklake.cursors.history`), from
+    the same read as its cursors (the commits that recorded them)."""
     view_catalog = spec.view.split(".", 1)[0]
     current = {c: f"(SELECT id FROM ducklake_current_snapshot({_lit(c)}))" for c in spec.catalogs}
-    # 1. each catalog's end, the view's newest cursors no newer than its catalog's end, and
-    #    the table id each source's name points to at that end
-    newest = ducklake_cursors.newest_query(view_catalog, spec.view, until=current[view_catalog])
+    # 1. each catalog's end, the view's newest cursors no newer than its catalog's end (and
+    #    the commits before them, for ``history``), and the table id each source's name
+    #    points to at that end
+    limit = ducklake_cursors.HISTORY if history else 1
+    newest = ducklake_cursors.newest_query(
+        view_catalog, spec.view, until=current[view_catalog], limit=limit
+    )
     first = " UNION ALL ".join(
         [
             *(
@@ -227,13 +236,17 @@ def read(con: Any, spec: WindowSpec, *, pin: bool = False) -> Window:
     ends: dict[int, int] = {}
     cursors: list[tuple[str, int, int]] = []
     tables: dict[str, int | None] = dict.fromkeys(spec.sources)
+    commits: list[tuple[int, str]] = []
     for row_kind, n, value, info in con.execute(first).fetchall():
         if row_kind == "cursors":
-            cursors = ducklake_cursors.parse(info)
+            commits.append((int(value), info))
         elif row_kind == "end":
             ends[n] = int(value)
         elif value is not None:
             tables[spec.sources[n]] = int(value)
+    commits.sort(reverse=True)
+    if commits:
+        cursors = ducklake_cursors.parse(commits[0][1])
     if spec.sources and not any(source in spec.sources for source, _, _ in cursors):
         _no_cursors(con, spec)
     # 2. each catalog's snapshot log from its oldest cursor to its end, and per source whether
@@ -266,6 +279,9 @@ def read(con: Any, spec: WindowSpec, *, pin: bool = False) -> Window:
         else:
             files[spec.sources[n]] = (bool(added), bool(removed))
     window = window_from(spec, cursors, ends, log, tables, files)
+    if history:
+        found = (ducklake_cursors.measurement(info) for _, info in commits)
+        window.history = History.of(m for m in found if m is not None)
     if pin:
         con.execute(set_window(spec.variable, window.values))
     return window
