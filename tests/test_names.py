@@ -195,3 +195,39 @@ def test_alias_read_as_its_expression_without_schema(lake):
     run_scenario(DuckLakeHarness(lake), [T], view, T_CYCLES, schema=FROM_CATALOG)
     with pytest.raises(UnsupportedSQLError, match="`zz` in WHERE"):
         compile_ivm(view)
+
+
+# GROUP BY ALL (the compiler read no keys from it: every such view was a global aggregate
+# whose items read columns of no relation, e.g. `Referenced table "t" not found`)
+FACTS = TableSpec(
+    "t",
+    [Column("g", "INTEGER"), Column("v", "INTEGER")],
+    [(1, 10), (1, 5), (2, 7), (3, None)],
+)
+DIMS = TableSpec(
+    "dims",
+    [Column("g", "INTEGER"), Column("name", "VARCHAR")],
+    [(1, "one"), (2, "two"), (3, "three")],
+)
+FACT_CYCLES: list[Cycle] = [
+    [[Insert("t", ((2, 1), (4, 9))), Insert("dims", ((4, "four"),))]],
+    [[Update("dims", "name = 'uno'", "g = 1")], [Delete("t", "g = 2")]],
+    [[Update("t", "g = 3", "g = 1")]],
+    [[Delete("t", "true")]],
+]
+
+
+@pytest.mark.parametrize("known_schema", [True, False])
+@pytest.mark.parametrize(
+    "view",
+    [
+        "SELECT t.g, d.name, sum(t.v) AS s FROM t t JOIN dims d ON t.g = d.g GROUP BY ALL",
+        # a constant is no key (DuckDB): one row over no rows, as without GROUP BY
+        "SELECT 1 AS one, count(*) AS n, sum(t.v) AS s FROM t t GROUP BY ALL",
+        "SELECT t.g + 1 AS g1, 'x' AS c, count(*) AS n, rank() OVER (ORDER BY count(*)) AS r"
+        " FROM t t GROUP BY ALL",
+    ],
+)
+def test_group_by_all(lake, view, known_schema):
+    kwargs = {"schema": FROM_CATALOG} if known_schema else {}
+    run_scenario(DuckLakeHarness(lake), [FACTS, DIMS], view, FACT_CYCLES, **kwargs)

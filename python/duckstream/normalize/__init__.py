@@ -12,6 +12,7 @@ from sqlglot.transforms import eliminate_qualify
 from duckstream.normalize.aggregate_inequalities import aggregate_inequalities
 from duckstream.normalize.decorrelate_subqueries import decorrelate_subqueries
 from duckstream.normalize.drop_order import drop_order
+from duckstream.normalize.expand_group_by_all import expand_group_by_all
 from duckstream.normalize.expand_grouping_sets import expand_grouping_sets
 from duckstream.normalize.factor_disjunctions import factor_disjunctions
 from duckstream.normalize.inline_ctes import inline_ctes
@@ -49,6 +50,8 @@ def normalize(
         sources=sources,
         columns=columns,
     )
+    # after qualify_view: the keys are the items as resolved
+    expression = expand_group_by_all(expression)
     validate(expression, has_schema=True, after_qualify=True)
     # after validation: these introduce _ivm_ names
     expression = rewrite_distinct_on(expression)
