@@ -7,11 +7,12 @@ AST, applied in order by :func:`normalize`.
 from __future__ import annotations
 
 from sqlglot import exp
-from sqlglot.transforms import eliminate_qualify
 
 from duckstream.normalize.aggregate_inequalities import aggregate_inequalities
 from duckstream.normalize.decorrelate_subqueries import decorrelate_subqueries
 from duckstream.normalize.drop_order import drop_order
+from duckstream.normalize.eliminate_qualify import eliminate_qualify
+from duckstream.normalize.expand_group_by_all import expand_group_by_all
 from duckstream.normalize.expand_grouping_sets import expand_grouping_sets
 from duckstream.normalize.factor_disjunctions import factor_disjunctions
 from duckstream.normalize.inline_ctes import inline_ctes
@@ -40,7 +41,8 @@ def normalize(
     expression = inline_ctes(expression)
     expression = drop_order(expression)
     expression = rewrite_filtered_aggregates(expression)
-    expression = eliminate_qualify(expression)  # sqlglot's: a derived table and a WHERE
+    # a derived table and a WHERE, its names left for qualify_view to resolve as in QUALIFY
+    expression = eliminate_qualify(expression, columns, dialect)
     expression = qualify_view(
         expression,
         dialect=dialect,
@@ -49,6 +51,8 @@ def normalize(
         sources=sources,
         columns=columns,
     )
+    # after qualify_view: the keys are the items as resolved
+    expression = expand_group_by_all(expression)
     validate(expression, has_schema=True, after_qualify=True)
     # after validation: these introduce _ivm_ names
     expression = rewrite_distinct_on(expression)

@@ -43,6 +43,7 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.normalize.eliminate_qualify import FROM_QUALIFY
 from duckstream.tree.base import ident
 
 
@@ -288,7 +289,11 @@ def _resolve_names(select: exp.Select, source: str) -> None:
     aliases = [i.alias.lower() if isinstance(i, exp.Alias) else "" for i in items]
     definitions = {a: items[i].this for i, a in reversed(list(enumerate(aliases))) if a}
     places: list[tuple[str, list[exp.Column], set[str]]] = [
-        ("the select list", _bare_columns(select, item), set(aliases[:i]) - {""})
+        (
+            "QUALIFY" if item.meta.get(FROM_QUALIFY) else "the select list",
+            _bare_columns(select, item),
+            set(aliases[:i]) - {""},
+        )
         for i, item in enumerate(items)
     ]
     for key in ("where", "group", "having", "qualify"):
@@ -340,7 +345,16 @@ def _alias_or_column(
     computed = definition.find(exp.AggFunc, exp.Window) is not None
     if clause in ("WHERE", "GROUP BY") and computed:
         return "column"
-    if clause == "HAVING":
+    if clause == "QUALIFY":
+        # grouped, a column outside aggregates must be grouped (DuckDB: else the view fails)
+        select = column.find_ancestor(exp.Select)
+        if select is None or not _is_grouped(select):
+            return None
+        in_aggregate = any(
+            isinstance(a, exp.AggFunc) and not _is_window_function(a)
+            for a in _ancestors(column, select)
+        )
+    if clause in ("HAVING", "QUALIFY"):
         if in_aggregate:
             return "column" if definition.find(exp.AggFunc) else None
         return "column" if column.name.lower() in grouped else "alias"
@@ -354,6 +368,28 @@ def _alias_or_column(
         ]
         return "alias" if ungrouped else None
     return None
+
+
+def _is_grouped(select: exp.Select) -> bool:
+    """Whether ``select`` aggregates: a GROUP BY, or an aggregate outside windows."""
+    return bool(select.args.get("group")) or any(
+        not _is_window_function(a) and a.find_ancestor(exp.Select) is select
+        for item in select.expressions
+        for a in item.find_all(exp.AggFunc)
+    )
+
+
+def _is_window_function(call: exp.Expr) -> bool:
+    """``sum(x)`` of ``sum(x) OVER (...)``, not an aggregate in its PARTITION BY."""
+    return isinstance(call.parent, exp.Window) and call.arg_key == "this"
+
+
+def _ancestors(node: exp.Expr, top: exp.Expr) -> list[exp.Expr]:
+    found, parent = [], node.parent
+    while parent is not None and parent is not top:
+        found.append(parent)
+        parent = parent.parent
+    return found
 
 
 def _bare_columns(select: exp.Select, node: exp.Expr) -> list[exp.Column]:
