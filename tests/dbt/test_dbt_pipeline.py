@@ -246,3 +246,12 @@ def test_hidden_columns_stay_out_of_what_dbt_sees(shop: Shop) -> None:
     catalog = json.loads((shop.project / "target/catalog.json").read_text())
     node = catalog["nodes"]["model.duckstream_integration_tests.revenue_per_day"]
     assert list(node["columns"]) == REVENUE_PER_DAY
+
+
+def test_a_full_refresh_under_four_threads(shop: Shop) -> None:
+    """The step that crashed before statements were serialised: every table dropped and
+    rebuilt (dbt's incremental model too) while the other threads commit."""
+    build = shop.dbt("build", "--full-refresh", *MAINTAINED)
+    failed = {n: v for n, v in build.nodes.items() if v[0] not in ("success", "pass")}
+    assert build.success and not failed, failed
+    assert sum(message.startswith("rebuilt") for _, message, _ in build.nodes.values()) == 11
