@@ -53,7 +53,12 @@ class ModelRequest:
 
     @property
     def state_name(self) -> str:
-        return f"_ivm_state__{self.identifier}"
+        return state_name(self.identifier)
+
+
+def state_name(identifier: str) -> str:
+    """The table beside a model's table holding its :class:`State` (DuckDB)."""
+    return f"_ivm_state__{identifier}"
 
 
 class _Plan(Protocol):

@@ -7,6 +7,7 @@ project (module fixture `shop`) and leave it equivalent for the next.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,54 @@ def test_an_interrupted_refresh_leaves_a_table_the_next_run_repairs(
     assert_equivalent(build)
     assert build.nodes["revenue_per_customer"][1].startswith("incremental: +")
     assert build.nodes["customer_segments"][1].startswith("incremental: +")
+
+
+# What dbt_utils.star does (not installed here): the relation's columns as dbt sees them.
+STAR_OF = """{% macro star_of(relation) -%}
+  {%- if not execute -%}*{%- else -%}
+  {%- for column in adapter.get_columns_in_relation(relation) -%}
+    {{ adapter.quote(column.name) }}{{ ", " if not loop.last }}
+  {%- endfor -%}
+  {%- endif -%}
+{%- endmacro %}
+"""
+REVENUE_PER_DAY = ["order_date", "orders", "order_lines", "units", "revenue"]
+
+
+def test_hidden_columns_stay_out_of_what_dbt_sees(shop: Shop) -> None:
+    """adapter.get_columns_in_relation (dbt_utils.star, contracts) and the docs catalog leave
+    out the maintained table's _ivm_* columns: a table model copies none, an incremental_ivm
+    model reading the star is maintainable, dbt docs lists the model's columns only."""
+    write(shop, "macros/star_of.sql", STAR_OF)
+    star = "select {{ star_of(ref('revenue_per_day')) }}\nfrom {{ ref('revenue_per_day') }}\n"
+    write(shop, "models/other/day_copy.sql", "{{ config(materialized='table') }}\n" + star)
+    write(shop, "models/other/day_ivm.sql", "{{ config(materialized='incremental_ivm') }}\n" + star)
+    ran = shop.dbt("run", "--select", "day_copy", "day_ivm")
+    assert ran.success, ran.nodes
+    assert ran.nodes["day_ivm"][1].startswith("built: "), ran.nodes["day_ivm"]
+    con = shop.connect()
+    try:
+        columns = con.execute(
+            "SELECT table_name, list(column_name ORDER BY column_index) FROM duckdb_columns()"
+            " WHERE database_name = 'lake' AND table_name IN ('revenue_per_day', 'day_copy')"
+            " GROUP BY ALL"
+        ).fetchall()
+    finally:
+        con.close()
+    columns = dict(columns)
+    assert columns["day_copy"] == REVENUE_PER_DAY
+    assert len(columns["revenue_per_day"]) > len(REVENUE_PER_DAY)  # it has hidden ones
+    docs = shop.dbt("docs", "generate", "--select", "revenue_per_day", "day_copy")
+    assert docs.success
+    catalog = json.loads((shop.project / "target/catalog.json").read_text())
+    node = catalog["nodes"]["model.duckstream_integration_tests.revenue_per_day"]
+    assert list(node["columns"]) == REVENUE_PER_DAY
+
+
+def test_a_full_refresh_under_four_threads(shop: Shop) -> None:
+    """The step that crashed before statements were serialised: every table dropped and
+    rebuilt (dbt's incremental model too) while the other threads commit."""
+    build = shop.dbt("build", "--full-refresh", *MAINTAINED)
+    failed = {n: v for n, v in build.nodes.items() if v[0] not in ("success", "pass")}
+    assert build.success and not failed, failed
+    assert sum(message.startswith("rebuilt") for _, message, _ in build.nodes.values()) == 11

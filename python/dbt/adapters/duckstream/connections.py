@@ -1,16 +1,97 @@
-"""The connection manager of ``type: duckstream``: dbt-duckdb's, under its own type name.
+"""The connection manager of ``type: duckstream``: dbt-duckdb's, under its own type name, with
+one DuckDB statement at a time.
 
 dbt-duckdb keeps its one DuckDB environment on ``DuckDBConnectionManager`` and reads it from
 there by name (seeds, external sources); opening and closing through that class keeps the
 environment in the one place every dbt-duckdb code path looks.
+
+**One statement at a time.** dbt-duckdb runs dbt's threads on cursors of one DuckDB database
+(``environments/local.py``: one ``duckdb.connect``, a ``.cursor()`` per thread). DuckLake
+1.5.5 does not survive statements of two cursors of one database running at once: with
+``dbt run --threads 4`` a commit fails with ``Failed to get path for schema with id <garbage>``,
+``Out of Memory Error: Allocation failure``, or the process dies of a segmentation fault
+(reproduced without dbt: DDL and commits on DuckLake tables from four cursors of one database
+crash within seconds; a read-only transaction beside a committing one is enough for the
+garbage schema id). So every statement on this adapter's connections (dbt's and
+duckstream's, which run on the same cursor), every rollback and close, and the opening of a
+connection (which may create the database and attach the DuckLake, and initialises the
+cursor) hold :data:`STATEMENTS`, one lock per process (dbt-duckdb keeps one database per
+process). Transactions still interleave, as DuckLake allows: a commit that conflicts fails
+as it would between processes. DuckDB parallelises each statement itself, so the threads lose
+little; they keep overlapping in everything dbt does between statements.
+
+Closing under the lock also orders the database's shutdown (the last connection closed,
+``keep_open: false``) before the next open: the next ``duckdb.connect`` of the same file
+never meets a database still being torn down (DuckDB's instance cache busy-waits for it).
+``interrupt`` (dbt's cancel, from another thread) does not take the lock.
 """
 
 from __future__ import annotations
 
 import atexit
+import threading
+from typing import Any
 
 from dbt.adapters.contracts.connection import Connection
 from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+# Held by each DuckDB statement on a duckstream connection (reentrant: a close may roll back).
+STATEMENTS = threading.RLock()
+
+
+class SerializedCursor:
+    """A dbt-duckdb cursor whose statements hold :data:`STATEMENTS`."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        with STATEMENTS:
+            self._cursor.execute(*args, **kwargs)
+        return self  # as DuckDB's cursor returns itself: fetch through the lock-free getattr
+
+    def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        with STATEMENTS:
+            self._cursor.executemany(*args, **kwargs)
+        return self
+
+    def rollback(self) -> Any:
+        with STATEMENTS:
+            return self._cursor.rollback()
+
+    def commit(self) -> Any:
+        with STATEMENTS:
+            return self._cursor.commit()
+
+    def close(self) -> Any:
+        with STATEMENTS:
+            return self._cursor.close()
+
+
+class SerializedHandle:
+    """dbt-duckdb's connection handle, handing out its cursor as a :class:`SerializedCursor`
+    and closing (and so maybe shutting the database down) under :data:`STATEMENTS`."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self._cursor = SerializedCursor(handle.cursor())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+    def cursor(self) -> SerializedCursor:
+        return self._cursor
+
+    def rollback(self) -> Any:
+        with STATEMENTS:
+            return self._handle.rollback()
+
+    def close(self) -> Any:
+        with STATEMENTS:
+            return self._handle.close()
 
 
 class DuckstreamConnectionManager(DuckDBConnectionManager):
@@ -18,11 +99,18 @@ class DuckstreamConnectionManager(DuckDBConnectionManager):
 
     @classmethod
     def open(cls, connection: Connection) -> Connection:
-        return DuckDBConnectionManager.open(connection)
+        with STATEMENTS:
+            connection = DuckDBConnectionManager.open(connection)
+            if connection.handle is not None and not isinstance(
+                connection.handle, SerializedHandle
+            ):
+                connection.handle = SerializedHandle(connection.handle)
+        return connection
 
     @classmethod
     def close_all_connections(cls) -> None:
-        DuckDBConnectionManager.close_all_connections()
+        with STATEMENTS:
+            DuckDBConnectionManager.close_all_connections()
 
 
 atexit.register(DuckstreamConnectionManager.close_all_connections)

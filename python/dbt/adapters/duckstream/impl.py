@@ -17,7 +17,9 @@ from dbt.adapters.events.logging import AdapterLogger
 
 from dbt.adapters.duckstream.connections import DuckstreamConnectionManager
 from dbt.adapters.duckstream.ivm import DuckLakeBackend, ModelRequest, equivalence_sql
+from dbt_duckstream import hidden
 from dbt_duckstream.adapter import IVMAdapter, get
+from dbt_duckstream.model import state_name
 
 
 class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
@@ -36,6 +38,56 @@ class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
             sql="",
         )
         return equivalence_sql(self._ivm_connection(), request, float_digits)
+
+    def get_columns_in_relation(self, relation: Any) -> list[Any]:
+        """dbt-duckdb's columns, without duckstream's hidden ``_ivm_*`` columns when the
+        relation is a table duckstream maintains (:mod:`dbt_duckstream.hidden`): what
+        ``dbt_utils.star``, contracts and downstream models see of it (``dbt docs``:
+        :meth:`_ivm_visible_catalog`)."""
+        columns = super().get_columns_in_relation(relation)
+        return hidden.visible(columns, lambda: self.ivm_maintained(relation))
+
+    def _get_one_catalog(self, information_schema: Any, schemas: Any, used_schemas: Any) -> Any:
+        """``dbt docs``' catalog of some schemas, without hidden columns."""
+        table = super()._get_one_catalog(information_schema, schemas, used_schemas)
+        return self._ivm_visible_catalog(table)
+
+    def _get_one_catalog_by_relations(
+        self, information_schema: Any, relations: Any, used_schemas: Any
+    ) -> Any:
+        """``dbt docs``' catalog of some relations, without hidden columns."""
+        table = super()._get_one_catalog_by_relations(information_schema, relations, used_schemas)
+        return self._ivm_visible_catalog(table)
+
+    def _ivm_visible_catalog(self, table: Any) -> Any:
+        """The rows of a catalog (an agate table, a row per column) but those of hidden
+        columns of the tables duckstream maintains."""
+        maintained: dict[tuple[str, str, str], bool] = {}
+
+        def shown(row: Any) -> bool:
+            if not hidden.is_hidden(str(row["column_name"] or "")):
+                return True
+            key = (row["table_database"], row["table_schema"], row["table_name"])
+            if key not in maintained:
+                relation = self.Relation.create(*key)
+                maintained[key] = self.ivm_maintained(relation)
+            return not maintained[key]
+
+        return table.where(shown)
+
+    def ivm_maintained(self, relation: Any) -> bool:
+        """Whether ``relation`` is a table duckstream maintains: its state table
+        ``_ivm_state__<name>`` sits beside it."""
+        if not relation.identifier:
+            return False
+        cursor = self.connections.get_thread_connection().handle.cursor()
+        row = cursor.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE database_name = coalesce(?,"
+            " current_database()) AND schema_name = coalesce(?, current_schema())"
+            " AND table_name = ?",
+            [relation.database, relation.schema, state_name(relation.identifier)],
+        ).fetchone()
+        return bool(row and row[0])
 
     @available
     def ivm_docs_differ(self, relation: Any, model: Any) -> bool:

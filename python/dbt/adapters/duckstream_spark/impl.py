@@ -24,6 +24,7 @@ from dbt.adapters import __about__ as about
 from dbt.adapters.duckstream_spark.__version__ import version as VERSION
 from dbt.adapters.duckstream_spark.connections import DuckstreamSparkConnectionManager
 from dbt.adapters.duckstream_spark.ivm import IcebergBackend, equivalence_sql
+from dbt_duckstream import hidden
 from dbt_duckstream.adapter import IVMAdapter
 
 if TYPE_CHECKING:
@@ -42,6 +43,20 @@ class DuckstreamSparkAdapter(IVMAdapter, SparkAdapter):
         return equivalence_sql(
             self._ivm_session(), relation.schema, relation.identifier, float_digits
         )
+
+    def parse_describe_extended(self, relation: Any, raw_rows: Any) -> list[Any]:
+        """dbt-spark's columns of ``DESCRIBE TABLE EXTENDED`` (``get_columns_in_relation``),
+        without duckstream's hidden ``_ivm_*`` columns when its table properties say
+        duckstream maintains the table (:mod:`dbt_duckstream.hidden`)."""
+        columns = super().parse_describe_extended(relation, raw_rows)
+        return hidden.visible(columns, lambda: hidden.spark_maintained(_properties(raw_rows)))
+
+    def parse_columns_from_information(self, relation: Any) -> list[Any]:
+        """The columns ``dbt docs`` reads from a relation's listed information, as filtered
+        as :meth:`parse_describe_extended`'s."""
+        columns = super().parse_columns_from_information(relation)
+        information = getattr(relation, "information", None) or ""
+        return hidden.visible(columns, lambda: hidden.spark_maintained(information))
 
     @available
     def ivm_docs_differ(self, relation: Any, model: Any) -> bool:
@@ -74,3 +89,11 @@ class DuckstreamSparkAdapter(IVMAdapter, SparkAdapter):
         for key, value in credentials.server_side_parameters.items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
+
+
+def _properties(raw_rows: Any) -> str:
+    """The ``Table Properties`` value of ``DESCRIBE TABLE EXTENDED`` rows (``""`` if none)."""
+    for row in raw_rows:
+        if row["col_name"] == "Table Properties":
+            return str(row["data_type"] or "")
+    return ""
