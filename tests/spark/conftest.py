@@ -88,11 +88,13 @@ def spark(warehouse: str, _contexts: list[SparkSession]) -> Iterator[SparkSessio
     yield session
     # What a module leaves in the session must not reach the next: a temp view ``t`` would
     # hide every table ``t`` (the session itself is kept: dbt-spark takes it with getOrCreate).
-    session.sql("USE lake.db")
-    for table in session.catalog.listTables():
-        if table.isTemporary:
-            session.catalog.dropTempView(table.name)
+    # (listTables in a namespace of ``lake`` leaves temp views out; the session catalog's lists
+    # them without loading a table.)
+    for row in session.sql("SHOW TABLES IN spark_catalog.default").collect():
+        if row.isTemporary:
+            session.catalog.dropTempView(row.tableName)
     session.catalog.clearCache()
+    session.sql("USE lake.db")
 
 
 @pytest.fixture(scope="module")
