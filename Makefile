@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo bench bench-spark clean
+.PHONY: venv test test-spark test-spark-all test-deep lint demo bench bench-spark clean
 
 venv: $(STAMP)
 
@@ -19,8 +19,20 @@ lint: venv
 	$(BIN)/ruff format --check python tests bench integration_tests dbt_duckstream
 	$(BIN)/ty check python dbt_duckstream
 
+# Spark runs a portability subset by default (a scenario of each kind over a few windows;
+# delta rules are proven on DuckLake): test-spark-all is the full Spark matrix, to run before
+# calling Spark work done; test-deep digs deeper with the DuckLake property tests.
 test: lint
 	$(BIN)/python -m pytest -q
+
+test-spark: venv
+	$(BIN)/python -m pytest -q tests/spark
+
+test-spark-all: venv
+	DUCKSTREAM_SPARK_ALL=1 $(BIN)/python -m pytest -q tests/spark
+
+test-deep: venv
+	DUCKSTREAM_DEEP=1 $(BIN)/python -m pytest -q -m "not spark"
 
 demo: venv
 	$(BIN)/python -m duckstream.demo_dbt

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # 30) so it sees what was collected. Tungsten's page follows the heap (64 MB here), allocated
 # and zeroed by every hash aggregate and sort and kept by every broadcast hash table: these
 # tables are tiny, 1 MB pages. The status store keeps 1,000 executions' metrics with the UI
-# off: a few. And a context per test module (the ``spark`` fixture).
+# off: a few. And under DUCKSTREAM_SPARK_ALL a context per test module (the ``spark`` fixture).
 FAST_SMALL = {
     "spark.driver.memory": "4g",
     "spark.driver.extraJavaOptions": (
@@ -53,21 +53,48 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("warehouse"))
 
 
+@pytest.fixture(scope="session")
+def _contexts() -> Iterator[list[SparkSession]]:
+    """The Spark sessions the run started, stopped at its end."""
+    started: list[SparkSession] = []
+    yield started
+    for session in started:
+        session.stop()
+
+
 @pytest.fixture(scope="module")
-def spark(warehouse: str) -> Iterator[SparkSession]:
-    """A Spark context per test module (in the one JVM pyspark starts): the driver keeps
-    state of what ran (broadcast blocks, accumulators, shuffle outputs, metrics) until its
-    cleaner catches up, and over the whole suite's statements that outgrew a 2 GB heap and the
-    JVM died. Stopping the context frees it all; a new one starts in a few seconds."""
+def spark(warehouse: str, _contexts: list[SparkSession]) -> Iterator[SparkSession]:
+    """One Spark context for the whole run (starting one costs seconds). Under
+    DUCKSTREAM_SPARK_ALL a context per test module (in the one JVM pyspark starts): the driver
+    keeps state of what ran (broadcast blocks, accumulators, shuffle outputs, metrics) until
+    its cleaner catches up, and over the full matrix's statements that outgrew a 2 GB heap and
+    the JVM died. Stopping the context frees it all; a new one starts in a few seconds."""
     pytest.importorskip("pyspark")
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
         pytest.skip("Spark needs Java")
     from duckstream.spark import local_session
+    from duckstream.testing.spark_harness import spark_all
 
-    session = local_session(warehouse, extra_conf=FAST_SMALL)
-    session.sql("CREATE NAMESPACE IF NOT EXISTS db")
+    if spark_all():
+        session = local_session(warehouse, extra_conf=FAST_SMALL)
+        session.sql("CREATE NAMESPACE IF NOT EXISTS db")
+        yield session
+        session.stop()
+        return
+    if not _contexts:
+        _contexts.append(local_session(warehouse, extra_conf=FAST_SMALL))
+        _contexts[0].sql("CREATE NAMESPACE IF NOT EXISTS db")
+    session = _contexts[0]
     yield session
-    session.stop()
+    # What a module leaves in the session must not reach the next: a temp view ``t`` would
+    # hide every table ``t`` (the session itself is kept: dbt-spark takes it with getOrCreate).
+    # (listTables in a namespace of ``lake`` leaves temp views out; the session catalog's lists
+    # them without loading a table.)
+    for row in session.sql("SHOW TABLES IN spark_catalog.default").collect():
+        if row.isTemporary:
+            session.catalog.dropTempView(row.tableName)
+    session.catalog.clearCache()
+    session.sql("USE lake.db")
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +102,10 @@ def outcomes(spark, request: pytest.FixtureRequest) -> dict[str, BaseException |
     """The outcome of each of the test module's ``SCENARIOS`` selected for this run (``-k``),
     run at once in parallel threads (``spark_harness.scenario_outcomes``); Spark's column
     types are compared with the view's too where the module sets ``CHECK_TYPES``."""
-    from duckstream.testing.spark_harness import scenario_outcomes, selected_params
+    from duckstream.testing.spark_harness import scenario_outcomes, selected_params, spark_windows
 
     names = selected_params(request, "name")
     check_types = getattr(request.module, "CHECK_TYPES", False)
-    return scenario_outcomes(spark, request.module.SCENARIOS, names, check_types=check_types)
+    return scenario_outcomes(
+        spark, request.module.SCENARIOS, names, check_types=check_types, windows=spark_windows()
+    )

@@ -64,6 +64,7 @@ def spark_name(type_: object) -> str | None:
 
 
 def test_typer_agrees_with_spark(spark) -> None:
+    spark = spark.newSession()  # the temp view ``t`` stays in this test's own session
     spark.sql(
         "CREATE OR REPLACE TEMP VIEW t AS SELECT "
         + ", ".join(f"CAST(1 AS {type_}) AS {name}" for name, type_ in COLUMNS.items())

@@ -4,7 +4,10 @@ Same scenarios (random schemas, views, change windows with several batches and t
 widened grammar of ``strategies.CONSTRUCTS``), restricted to what both engines support
 (``portable``: no string_agg, typed NULL literals only), fewer examples: a Spark refresh
 costs seconds, not milliseconds. Column names are compared too.
-DUCKSTREAM_SPARK_EXAMPLES=<n> (default 5 per test; 2 per widened-grammar test) digs deeper.
+
+CI depth by default: 2 examples per test, 1 per widened-grammar construct, each over at most
+``spark_windows()`` windows; DUCKSTREAM_SPARK_ALL=1 runs 5 per test and 2 per construct over
+all their windows; DUCKSTREAM_SPARK_EXAMPLES=<n> sets every count.
 """
 
 from __future__ import annotations
@@ -16,20 +19,27 @@ from hypothesis import given, reject, settings
 
 from duckstream.errors import UnsupportedSQLError
 from duckstream.testing.differential import run_scenario
-from duckstream.testing.spark_harness import SparkHarness
+from duckstream.testing.spark_harness import (
+    SparkHarness,
+    fewer_windows,
+    spark_all,
+    spark_windows,
+)
 from duckstream.testing.strategies import CONSTRUCTS
 from test_properties import scenarios  # tests/ is on sys.path (its conftest)
 
 pytestmark = pytest.mark.spark
 
-EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES", "5"))
-WIDE_EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES", "2"))
+_ALL = spark_all()
+EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES") or (5 if _ALL else 2))
+WIDE_EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES") or (2 if _ALL else 1))
 
 
 def _run(spark, scenario) -> None:
     # compiled without schema= (types first known at setup); one Iceberg catalog (no
     # placement); DuckLake's inlining does not apply
     tables_, view_sql, cycles_, *_ = scenario
+    cycles_ = fewer_windows(cycles_, spark_windows())
     try:
         run_scenario(SparkHarness(spark, check_names=True), tables_, view_sql, cycles_)
     except UnsupportedSQLError as error:
