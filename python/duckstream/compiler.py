@@ -13,9 +13,9 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Tokenizer
 
 from duckstream.engines import engine_for
-from duckstream.engines.base import Engine, Source, Target
+from duckstream.engines.base import Engine, Source, Target, Version
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
-from duckstream.normalize import normalize
+from duckstream.normalize import normalize_forms
 from duckstream.plan import (
     PROTOCOL,
     Applied,
@@ -32,7 +32,7 @@ from duckstream.reads import source_reads
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
-from duckstream.tree.base import Context, key_semijoins
+from duckstream.tree.base import Context, aliased, key_semijoins
 from duckstream.tree.build import split_select
 from duckstream.tree.columns import table_key, used_columns
 
@@ -110,7 +110,7 @@ def _compile(
     schema: dict | None,
 ) -> IVMPlan:
     parsed = parse_view(view_sql, dialect)
-    select = normalize(
+    select, recompute = normalize_forms(
         parsed,
         dialect=dialect,
         catalog=mv_catalog,
@@ -119,6 +119,7 @@ def _compile(
         columns=schema,
         grand_total_over_no_rows=engine.grand_total_over_no_rows,
     )
+    recomputed = recompute if recompute != select else None  # the tree's form is the view's
     select = engine.pin_types(select, schema)
     engine.check_view(parsed, select, schema)
     found: dict[str, Source] = {}
@@ -162,7 +163,8 @@ def _compile(
         from duckstream.tree.project import Project
 
         sink = BagSink(ctx, Project(parts.block, parts.items, parts.names))
-    inserts = sink.populate()
+    view = _fill_view(engine, found, select, recomputed, grouped=isinstance(sink, GroupedSink))
+    inserts = sink.populate(view)
     initialize: list[Step] = [
         Begin(),
         *engine.pin_for_initialize(),
@@ -210,3 +212,51 @@ def _compile(
         maintain_reads=source_reads(maintain, sources_read, lambda n: engine.changed(by_name[n])),
         rebuild_reads=source_reads(inserts, sources_read, lambda _: None),
     )
+
+
+def _fill_view(
+    engine: Engine,
+    found: dict[str, Source],
+    select: exp.Select,
+    recompute: exp.Query | None,
+    *,
+    grouped: bool,
+) -> exp.Query | None:
+    """The view's query as a recomputation runs it (:func:`~duckstream.normalize.
+    normalize_forms`), its sources read at the fill's snapshot, for the sink to fill the
+    table from where it can (``Sink.populate``); ``None`` where the tree's form is the same
+    query, or the engine fills from the tree (``Engine.fill_from_view``). A grouped sink
+    computes its hidden columns over the view's own FROM and WHERE: only where they hold
+    the same relations, under the same aliases, as the tree's (the decorrelated subqueries'
+    joins aside, which keep the outer rows' multiplicities)."""
+    if recompute is None or not engine.fill_from_view:
+        return None
+    if grouped:
+        if not isinstance(recompute, exp.Select):
+            return None
+        decorrelated = [a for a in _leaf_aliases(select) if not a.startswith("_ivm_sq")]
+        if _leaf_aliases(recompute) != decorrelated:
+            return None
+
+    def pin(node: exp.Expr) -> exp.Expr:
+        if not isinstance(node, exp.Table):
+            return node
+        source = found.get(table_key(node))
+        if source is None:
+            raise KeyError(table_key(node))
+        alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name))
+        return aliased(engine.state(source, Version.NEW), alias)
+
+    try:
+        pinned = recompute.copy().transform(pin)
+    except KeyError:  # a table the tree does not read: not the same query
+        return None
+    return pinned if isinstance(pinned, exp.Query) else None
+
+
+def _leaf_aliases(select: exp.Select) -> list[str]:
+    """The aliases of the relations in ``select``'s FROM clause, in order."""
+    from_ = select.args.get("from_")
+    leaves = [from_.this] if from_ is not None else []
+    leaves += [j.this for j in select.args.get("joins") or []]
+    return [leaf.alias_or_name for leaf in leaves]

@@ -111,6 +111,13 @@ class Engine(ABC):
     # True when restrictions to keys are better spelled as uncorrelated semi-joins, also
     # pushed into derived tables grouped by the key (:func:`duckstream.tree.base.key_semijoins`)
     key_semijoins = False
+    # True when a rebuild fills the table from the view's query as the user wrote it (its
+    # subqueries kept, :func:`duckstream.normalize.normalize_forms`) wherever the hidden
+    # columns can be computed over it, rather than from the operator tree's decorrelated
+    # form: the engine plans it as it plans a recomputation (DuckDB: an EXISTS becomes a
+    # semi-join, not a join to a DISTINCT of the whole subquery). On Spark the fill stays as
+    # it was, measured there.
+    fill_from_view = False
 
     def prepare_changes(self) -> list[Step]:
         """Statements run after :meth:`pin_window` that :meth:`changes` may read from (e.g.

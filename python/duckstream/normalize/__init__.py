@@ -37,6 +37,33 @@ def normalize(
     grand_total_over_no_rows: bool = True,
 ) -> exp.Select:
     """Validate, then rewrite ``expression`` into the form the operator tree expects."""
+    return normalize_forms(
+        expression,
+        dialect=dialect,
+        catalog=catalog,
+        schema=schema,
+        sources=sources,
+        columns=columns,
+        grand_total_over_no_rows=grand_total_over_no_rows,
+    )[0]
+
+
+def normalize_forms(
+    expression: exp.Expr,
+    *,
+    dialect: str,
+    catalog: str,
+    schema: str,
+    sources: dict[str, dict] | None = None,
+    columns: dict | None = None,
+    grand_total_over_no_rows: bool = True,
+) -> tuple[exp.Select, exp.Query]:
+    """:func:`normalize`'s SELECT, and the view's query as a recomputation runs it: the
+    same, qualified, its CTEs inlined, before the rewrites that serve maintenance alone
+    (subqueries kept as the user wrote them, not decorrelated into joins; windows not
+    isolated; unions not rewritten). The same rows, and the engine plans it as the user's
+    query: an ``EXISTS`` as a semi-join rather than a join to a ``DISTINCT`` of the whole
+    subquery, a correlated aggregate over the outer keys alone (TPC-H Q4, Q17, Q21)."""
     validate(expression, has_schema=columns is not None)
     expression = inline_ctes(expression)
     expression = drop_order(expression)
@@ -59,6 +86,8 @@ def normalize(
     expression = rewrite_top_k(expression)
     # after the top-k: its ORDER BY / LIMIT apply to the union of the grouping sets
     expression = expand_grouping_sets(expression, grand_total_over_no_rows)
+    recompute = expression.copy()
+    assert isinstance(recompute, exp.Query)
     # a correlation repeated in each branch of an OR is one equality (TPC-DS Q41)
     expression = factor_disjunctions(expression)
     # an EXISTS correlated by one inequality compares an aggregate (TPC-H Q21)
@@ -69,7 +98,7 @@ def normalize(
     expression = rewrite_union(expression)
     expression = wrap_set_operation(expression)
     assert isinstance(expression, exp.Select)
-    return expression
+    return expression, recompute
 
 
-__all__ = ["normalize"]
+__all__ = ["normalize", "normalize_forms"]

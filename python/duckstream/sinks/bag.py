@@ -52,7 +52,9 @@ class BagSink(Sink):
     def all_columns(self) -> list[str]:
         return [*self.visible_columns(), ROW]
 
-    def populate(self) -> list[exp.Insert]:
+    def populate(self, view: exp.Query | None = None) -> list[exp.Insert]:
+        if view is not None and view.named_selects == self.visible_columns():
+            return [self._insert(self._numbered(view))]
         return [self._insert(self._numbered(self.relation.state(self.ctx, Version.NEW)))]
 
     def maintain(self) -> list[Step]:

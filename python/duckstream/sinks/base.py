@@ -48,8 +48,11 @@ class Sink(ABC):
         """A query of no rows with the table's columns (:meth:`all_columns`) and types."""
 
     @abstractmethod
-    def populate(self) -> list[exp.Insert]:
-        """Fill the table from the sources at the pinned snapshot."""
+    def populate(self, view: exp.Query | None = None) -> list[exp.Insert]:
+        """Fill the table from the sources at the pinned snapshot. ``view``: the view's query
+        as a recomputation runs it, reading the sources at that snapshot (subqueries kept,
+        not decorrelated): the fill reads it instead of the operator tree's form wherever
+        it gives the table's columns, hidden ones included."""
 
     @abstractmethod
     def maintain(self) -> list[Step]:

@@ -149,10 +149,37 @@ class GroupedSink(Sink):
         rows = union_all([self._grouped_state(t) for t in terms])
         return self._finish(rows, keep_empty=True).limit(0)
 
-    def populate(self) -> list[exp.Insert]:
-        return [
-            self._insert(self._finish(self._state_rows(Version.NEW), keep_empty=self.is_global))
-        ]
+    def populate(self, view: exp.Query | None = None) -> list[exp.Insert]:
+        term = self._view_term(view)
+        rows = self._state_rows(Version.NEW) if term is None else self._grouped_state(term)
+        return [self._insert(self._finish(rows, keep_empty=self.is_global))]
+
+    def _view_term(self, view: exp.Query | None) -> Term | None:
+        """The FROM and WHERE of ``view`` (the view's query, its subqueries kept) as a term
+        to compute the table's columns over, or ``None``: only where the group keys and the
+        aggregates read the view's own relations (not a decorrelated subquery's, as TPC-H
+        Q11's HAVING does), and ``view`` groups by the same keys. Its HAVING is left out:
+        :meth:`_finish` applies the view's."""
+        if not isinstance(view, exp.Select):
+            return None
+        tied = [*self.groups, *(a.node for a in self.aggregates), *self.visible]
+        if self.having_rewritten is not None:
+            tied.append(self.having_rewritten)
+        if any(_reads_subquery(e) for e in tied):
+            return None
+        if view.args.get("distinct") is not None:
+            keys = [i.unalias() for i in view.expressions]
+        else:
+            group = view.args.get("group")
+            keys = list(group.expressions) if group is not None else []
+        if keys != self.groups:
+            return None
+        where = view.args.get("where")
+        return Term(
+            from_=view.args["from_"].this,
+            joins=tuple(view.args.get("joins") or ()),
+            where=(where.this,) if where is not None else (),
+        )
 
     def _delta_rows(self) -> exp.Select:
         """Per affected group: ``_ivm_g<i>``, ``_ivm_count`` and each aggregate's delta."""
@@ -296,3 +323,11 @@ class GroupedSink(Sink):
         added = self._finish(rows, keep_empty=self.is_global)
         statements += self.engine.replace_rows(unique_keys, affected, added, self.all_columns())
         return statements
+
+
+def _reads_subquery(expression: exp.Expr) -> bool:
+    """Whether ``expression`` holds a subquery or reads a decorrelated subquery's columns
+    (``_ivm_sq<n>``)."""
+    if expression.find(exp.Query) is not None:
+        return True
+    return any(c.table.startswith("_ivm_sq") for c in expression.find_all(exp.Column))

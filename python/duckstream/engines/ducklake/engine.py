@@ -104,6 +104,7 @@ class DuckLakeEngine(Engine):
     changes_are_materialized = True
     # DuckDB decorrelates a NULL-safe EXISTS by grouping every row of its input first
     key_semijoins = True
+    fill_from_view = True
 
     # -- run-time values -------------------------------------------------------------------
     def _var(self, name: str) -> str:
