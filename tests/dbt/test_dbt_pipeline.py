@@ -239,13 +239,16 @@ def test_hidden_columns_stay_out_of_what_dbt_sees(shop: Shop) -> None:
     finally:
         con.close()
     columns = dict(columns)
-    assert columns["day_copy"] == REVENUE_PER_DAY
-    assert len(columns["revenue_per_day"]) > len(REVENUE_PER_DAY)  # it has hidden ones
+    # The model's own columns (an earlier test of this module may have added one: `most`).
+    visible = [c for c in columns["revenue_per_day"] if not c.startswith("_ivm_")]
+    assert visible[: len(REVENUE_PER_DAY)] == REVENUE_PER_DAY
+    assert columns["day_copy"] == visible
+    assert len(columns["revenue_per_day"]) > len(visible)  # it has hidden ones
     docs = shop.dbt("docs", "generate", "--select", "revenue_per_day", "day_copy")
     assert docs.success
     catalog = json.loads((shop.project / "target/catalog.json").read_text())
     node = catalog["nodes"]["model.duckstream_integration_tests.revenue_per_day"]
-    assert list(node["columns"]) == REVENUE_PER_DAY
+    assert list(node["columns"]) == visible
 
 
 def test_a_full_refresh_under_four_threads(shop: Shop) -> None:
@@ -254,4 +257,9 @@ def test_a_full_refresh_under_four_threads(shop: Shop) -> None:
     build = shop.dbt("build", "--full-refresh", *MAINTAINED)
     failed = {n: v for n, v in build.nodes.items() if v[0] not in ("success", "pass")}
     assert build.success and not failed, failed
-    assert sum(message.startswith("rebuilt") for _, message, _ in build.nodes.values()) == 11
+    # Every maintained model rebuilt, but product_sales: an earlier test of this module
+    # configured it with full_refresh=false, so it is maintained incrementally instead.
+    rebuilt = {n for n, (_, message, _) in build.nodes.items() if message.startswith("rebuilt")}
+    kept = IVM_MODELS - rebuilt
+    assert kept <= {"product_sales"}, kept
+    assert all(build.nodes[n][1].startswith(("incremental", "up to date")) for n in kept)
