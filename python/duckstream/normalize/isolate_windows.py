@@ -150,13 +150,8 @@ def _grouped_input(
     group = select.args.get("group")
     if grouping_keys is not None:
         keys = grouping_keys
-    elif group is not None and group.args.get("all"):  # GROUP BY ALL: the plain items
-        keys = [
-            item.unalias()
-            for item in select.expressions
-            if not _own_aggregates(item) and not _own_windows(item)
-        ]
-    else:  # (a GROUP BY of an alias is qualified to its expression in parentheses)
+    else:  # (a GROUP BY of an alias is qualified to its expression in parentheses;
+        # GROUP BY ALL is expanded to its keys before: normalize.expand_group_by_all)
         keys = [key.unnest() for key in group.expressions] if group else []
     aggregates: dict[str, exp.Expr] = {}
     for item in select.expressions:

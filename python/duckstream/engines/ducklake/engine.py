@@ -135,12 +135,15 @@ class DuckLakeEngine(Engine):
 
     # -- relations -------------------------------------------------------------------------
     def state(self, source: Source, version: Version) -> exp.Expr:
-        select = exp.select("*")
+        return exp.select("*").from_(self._table_at(source, version))
+
+    def _table_at(self, source: Source, version: Version) -> exp.Table:
+        """``source`` read at ``version``: time travel to the window's end or its cursor."""
         table = source.table()
         if version is not Version.CURRENT:
             at = self._end(source.catalog) if version is Version.NEW else self._cursor(source)
             table.set("when", exp.HistoricalData(this="AT", kind="VERSION", expression=at))
-        return select.from_(table)
+        return table
 
     def _changes_table(self, source: Source) -> exp.Table:
         return self.temp_table(f"_ivm_{self.slug()}_changes_{source.index}")
@@ -185,13 +188,10 @@ class DuckLakeEngine(Engine):
         is one of the window's re-read rowids (:meth:`prepare_changes`), ``_ivm_mult`` =
         ``sign``: no rowid to re-read, no file read (DuckDB skips a semi-join's probe side
         when its build side is empty)."""
-        at = self._end(source.catalog) if version is Version.NEW else self._cursor(source)
-        table = source.table()
-        table.set("when", exp.HistoricalData(this="AT", kind="VERSION", expression=at))
         reread = exp.select(_ROWID).from_(_REREAD)
         return (
             exp.select(*_columns(source), exp.alias_(_mult(sign), MULT))
-            .from_(table)
+            .from_(self._table_at(source, version))
             .where(self._deletes(source))
             .where(exp.column("rowid").isin(query=reread))
         )
