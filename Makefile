@@ -23,7 +23,7 @@ lint: venv
 # delta rules are proven on DuckLake): test-spark-all is the full Spark matrix, to run before
 # calling Spark work done; test-deep digs deeper with the DuckLake property tests.
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-spark: venv
 	$(BIN)/python -m pytest -q tests/spark
