@@ -42,7 +42,7 @@ def lake(tmp_path):
 # that share module-scoped state (a dbt project built once, TPC-H lakes, one recorded path)
 # stay together on one worker, in order; the Spark tests all share one Spark context, so they
 # are one group (one JVM); every other test goes wherever a worker is free.
-_MODULE_GROUPS = ("scope=\"module\"", "scope='module'")
+_MODULE_GROUPS = ('scope="module"', "scope='module'")
 
 
 def _shares_module_state(path: Path) -> bool:
