@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -36,30 +35,3 @@ def lake(tmp_path):
     con = connect_ducklake(str(tmp_path / "lake"), alias="dl")
     yield con
     con.close()
-
-
-# ``make test`` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). Tests
-# that share module-scoped state (a dbt project built once, TPC-H lakes, one recorded path)
-# stay together on one worker, in order; the Spark tests all share one Spark context, so they
-# are one group (one JVM); every other test goes wherever a worker is free.
-_MODULE_GROUPS = ('scope="module"', "scope='module'")
-
-
-def _shares_module_state(path: Path) -> bool:
-    text = path.read_text()
-    return any(marker in text for marker in _MODULE_GROUPS)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    shared: dict[Path, bool] = {}
-    for item in items:
-        path = Path(item.path)
-        if item.get_closest_marker("spark") or "spark" in path.parent.name:
-            item.add_marker(pytest.mark.xdist_group("spark"))
-        elif path.suffix == ".py" and path.parent.name == "dbt":
-            item.add_marker(pytest.mark.xdist_group(path.stem))
-        else:
-            if path not in shared:
-                shared[path] = path.name.startswith("test_") and _shares_module_state(path)
-            if shared[path]:
-                item.add_marker(pytest.mark.xdist_group(path.stem))
