@@ -21,6 +21,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt_duckstream.materialize import Backend, materialize
 from dbt_duckstream.model import ModelError, ModelRequest, statement
 from dbt_duckstream.outcome import log_line
+from dbt_duckstream.plans import PlanCache
 from duckstream.errors import DuckstreamError
 
 
@@ -101,11 +102,12 @@ class IVMAdapter(metaclass=AdapterMeta):
             strategy=strategy,
         )
         try:
-            outcome = materialize(self._ivm_backend(), request)
+            outcome = materialize(self._ivm_backend(), request, self._ivm_plans(), self._ivm_waited)
         except (ModelError, DuckstreamError) as error:
             raise DbtRuntimeError(str(error)) from None
         script = outcome.script(request.name)
         self.ivm_logger.info(log_line(relation.render(), outcome))
+        self.ivm_logger.debug(f"duckstream phases of {relation.render()}: {outcome.profile()}")
         self.ivm_logger.debug(f"duckstream SQL of {relation.render()}:\n{script}")
         for warning in outcome.warnings:
             self.ivm_logger.warning(warning)
@@ -115,6 +117,17 @@ class IVMAdapter(metaclass=AdapterMeta):
             "replaced": outcome.replaced,
             "sql": script,
         }
+
+    def _ivm_waited(self) -> float:
+        """Seconds this thread has waited so far for other threads' statements (an engine
+        that runs one statement at a time per process: DuckDB with DuckLake)."""
+        return 0.0
+
+    def _ivm_plans(self) -> PlanCache | None:
+        """Where compiled plans are kept between runs: under dbt's target path."""
+        config = getattr(self, "config", None)  # the dbt adapter's RuntimeConfig
+        target = getattr(config, "project_target_path", None)
+        return PlanCache.under(target) if target else None
 
     @available
     def ivm_end_transaction(self) -> None:

@@ -27,6 +27,7 @@ from dbt.adapters.duckstream.ivm import (  # noqa: E402
 )
 from dbt_duckstream import locate as locate_module  # noqa: E402
 from dbt_duckstream.locate import locate  # noqa: E402
+from dbt_duckstream.plans import PlanCache  # noqa: E402
 from duckstream import UnsupportedSQLError  # noqa: E402
 from duckstream.engines.ducklake import cursors as ducklake_cursors  # noqa: E402
 
@@ -77,6 +78,58 @@ def test_build_then_maintain_then_nothing_to_do(shop) -> None:
     assert differences(shop, request()) == []
     quiet = materialize(shop, request())
     assert quiet.action == "up to date" and quiet.message().startswith("up to date: no source")
+
+
+def phase_names(outcome: Outcome) -> list[str]:
+    return [name for name, *_ in outcome.phases]
+
+
+def feed_counts(con, since: int) -> tuple[int, int]:
+    """Rows inserted into and deleted from dl.main.totals after snapshot ``since``."""
+    (now,) = con.execute("SELECT id FROM ducklake_current_snapshot('dl')").fetchone()
+    args = f"'dl', 'main', 'totals', {since + 1}, {now}"
+    return con.execute(
+        f"SELECT (SELECT count(*) FROM ducklake_table_insertions({args})),"
+        f" (SELECT count(*) FROM ducklake_table_deletions({args}))"
+    ).fetchone()
+
+
+def test_plans_are_compiled_once_per_model_version(shop, tmp_path) -> None:
+    """A plan is compiled when what it is compiled from changed (the model SQL, a source's
+    columns), else read from the cache; every refresh still equals a recomputation, and the
+    counts the log line gives are the table's change feed's."""
+    plans = PlanCache(tmp_path / "plans")
+    first = materialize(shop, request(), plans)
+    assert "compile" in phase_names(first) and "plan stored" in phase_names(first)
+    (cached,) = (tmp_path / "plans").iterdir()
+    for change in (
+        "INSERT INTO dl.main.orders VALUES (4, 'cy', 2), (5, 'ann', 3)",
+        "UPDATE dl.main.orders SET amount = amount + 1 WHERE customer = 'bob'",
+        "DELETE FROM dl.main.orders WHERE customer = 'cy'",
+    ):
+        (since,) = shop.execute("SELECT id FROM ducklake_current_snapshot('dl')").fetchone()
+        shop.execute(change)
+        again = materialize(shop, request(), plans)
+        assert "plan cached" in phase_names(again) and "compile" not in phase_names(again)
+        assert (again.inserted, again.deleted) == feed_counts(shop, since), change
+        assert differences(shop, request()) == []
+    # a source's columns changed: compiled again (and rebuilt: the source was altered)
+    shop.execute("ALTER TABLE dl.main.orders ADD COLUMN note VARCHAR")
+    shop.execute("INSERT INTO dl.main.orders VALUES (6, 'dee', 4, 'x')")
+    altered = materialize(shop, request(), plans)
+    assert "compile" in phase_names(altered) and differences(shop, request()) == []
+    assert "plan cached" in phase_names(materialize(shop, request(), plans))
+    # edited SQL: compiled again, the model's other plans removed
+    edited = request(TOTALS.replace("GROUP BY", "WHERE amount > 1 GROUP BY"))
+    assert "compile" in phase_names(materialize(shop, edited, plans))
+    assert [p.name for p in (tmp_path / "plans").iterdir()] != [cached.name]
+    assert len(list((tmp_path / "plans").iterdir())) == 1
+    # a file that cannot be read is compiled over
+    (stored,) = (tmp_path / "plans").iterdir()
+    stored.write_bytes(b"not a pickle")
+    shop.execute("INSERT INTO dl.main.orders VALUES (7, 'eve', 9, NULL)")
+    assert "compile" in phase_names(materialize(shop, edited, plans))
+    assert differences(shop, edited) == []
 
 
 def test_ivm_strategy_auto_and_full_say_what_they_chose(shop) -> None:
