@@ -63,8 +63,9 @@ class Backend(Protocol):
     # the engine's phases of the build or refresh (duckstream.refresh.Phase), in order
     engine_phases: list[Any]
 
-    def look(self, request: ModelRequest) -> Found:
-        """Whether the table exists and the state it was built with."""
+    def look(self, request: ModelRequest, plan: object | None = None) -> Found:
+        """Whether the table exists and the state it was built with; given a cached
+        ``plan``, may read what :meth:`plan_depends` asks of it in the same read."""
         ...
 
     def compile(self, request: ModelRequest) -> tuple[object, Compiled]:
@@ -122,10 +123,13 @@ def materialize(
     )
     if problem:
         raise ModelError(problem)
-    found = backend.look(request)
+    key = backend.plan_key(request) if plans is not None else None
+    cached = plans.load(request, key) if plans is not None and key is not None else None
+    clock.lap("plan loaded")
+    found = backend.look(request) if cached is None else backend.look(request, cached.plan)
     clock.lap("look")
     try:
-        plan, compiled = _compile(backend, request, plans, clock)
+        plan, compiled = _compile(backend, request, plans, key, cached, clock)
     except UnsupportedSQLError as error:
         return _done(backend, _unsupported(backend, request, error), clock)
     except ViewSQLError as error:
@@ -151,23 +155,23 @@ def materialize(
 
 
 def _compile(
-    backend: Backend, request: ModelRequest, plans: PlanCache | None, clock: _Clock
+    backend: Backend,
+    request: ModelRequest,
+    plans: PlanCache | None,
+    key: str | None,
+    cached: CachedPlan | None,
+    clock: _Clock,
 ) -> tuple[object, Compiled]:
-    """The model's plan: the one ``plans`` keeps for what it is compiled from, while what
-    else it depends on is unchanged; else compiled (and kept)."""
-    key = backend.plan_key(request) if plans is not None else None
-    if plans is None or key is None:
-        compiled = backend.compile(request)
-        clock.lap("compile")
-        return compiled
-    cached = plans.load(request, key)
+    """The model's plan: ``cached`` (the one ``plans`` keeps under ``key``) while what else
+    it depends on is unchanged; else compiled (and kept)."""
     if cached is not None and backend.plan_depends(cached.plan) == cached.depends:
-        clock.lap("plan cached")
+        clock.lap("plan checked")
         return cached.plan, cached.compiled
     plan, compiled = backend.compile(request)
     clock.lap("compile")
-    plans.store(request, CachedPlan(key, backend.plan_depends(plan), plan, compiled))
-    clock.lap("plan stored")
+    if plans is not None and key is not None:
+        plans.store(request, CachedPlan(key, backend.plan_depends(plan), plan, compiled))
+        clock.lap("plan stored")
     return plan, compiled
 
 

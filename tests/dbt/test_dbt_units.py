@@ -110,7 +110,7 @@ def test_plans_are_compiled_once_per_model_version(shop, tmp_path) -> None:
         (since,) = shop.execute("SELECT id FROM ducklake_current_snapshot('dl')").fetchone()
         shop.execute(change)
         again = materialize(shop, request(), plans)
-        assert "plan cached" in phase_names(again) and "compile" not in phase_names(again)
+        assert "plan checked" in phase_names(again) and "compile" not in phase_names(again)
         assert (again.inserted, again.deleted) == feed_counts(shop, since), change
         assert differences(shop, request()) == []
     # a source's columns changed: compiled again (and rebuilt: the source was altered)
@@ -118,7 +118,7 @@ def test_plans_are_compiled_once_per_model_version(shop, tmp_path) -> None:
     shop.execute("INSERT INTO dl.main.orders VALUES (6, 'dee', 4, 'x')")
     altered = materialize(shop, request(), plans)
     assert "compile" in phase_names(altered) and differences(shop, request()) == []
-    assert "plan cached" in phase_names(materialize(shop, request(), plans))
+    assert "plan checked" in phase_names(materialize(shop, request(), plans))
     # edited SQL: compiled again, the model's other plans removed
     edited = request(TOTALS.replace("GROUP BY", "WHERE amount > 1 GROUP BY"))
     assert "compile" in phase_names(materialize(shop, edited, plans))

@@ -26,8 +26,9 @@ DuckLake refuses concurrent commits that modify one table, and dbt runs models i
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
@@ -149,14 +150,20 @@ class DuckLakeBackend:
         self.recording = Recording(con, self.executed)
         self.views: dict[ViewKey, str] = {}
         self.engine_phases: list[Phase] = []
+        self.read: tuple[list[TableKey], CatalogRead] = ([], CatalogRead(None, set(), {}, []))
+        self.request: ModelRequest | None = None  # the model look() was asked about
 
-    def look(self, request: ModelRequest) -> Found:
+    def look(self, request: ModelRequest, plan: object | None = None) -> Found:
         """In one read transaction: the catalog (is the model's database a DuckLake, do its
-        table and state exist, the views) in one query, then the state."""
+        table and state exist, the views, the columns of the tables ``plan`` reads: what
+        :meth:`plan_depends` asks) in one query, then the state."""
+        sources = _sources(plan) if isinstance(plan, IVMPlan) else []
         with _reading(self.con):
-            kind, names, self.views = _catalog(self.con, request)
-            _require_ducklake(request, kind)
+            read = _catalog(self.con, request, sources=sources)
+            _require_ducklake(request, read.kind)
+            names = read.tables
             state = _read_state(self.con, request) if request.state_name in names else None
+        self.views, self.read, self.request = read.views, (sources, read), request
         return Found(table=request.identifier in names, state=state)
 
     def compile(self, request: ModelRequest) -> tuple[IVMPlan, Compiled]:
@@ -180,9 +187,8 @@ class DuckLakeBackend:
         return plan, Compiled(plan_hash(plan), list(plan.output_columns), view_sql)
 
     def plan_key(self, request: ModelRequest) -> str:
-        """The model's SQL, where its table and cursors go, every view of the catalogs (a
-        view it reads may be redefined; DuckDB resolves names among them) and duckstream's
-        code: what :meth:`compile` compiles from, besides the sources' columns."""
+        """The model's SQL, where its table and cursors go, and duckstream's code: what
+        :meth:`compile` compiles from, besides what :meth:`plan_depends` reads."""
         return plans.key_of(
             "ducklake",
             request.sql,
@@ -190,29 +196,19 @@ class DuckLakeBackend:
             request.schema,
             request.identifier,
             request.cursors_name,
-            sorted(self.views.items()),
             plans.code_version(),
         )
 
-    def plan_depends(self, plan: object) -> list[tuple[str, ...]]:
-        """The columns (names, types, order) of the tables ``plan`` reads, hidden ones left
-        out as :func:`~duckstream.engines.ducklake.schema.schema_of` leaves them out."""
+    def plan_depends(self, plan: object) -> object:
+        """Every view of the catalogs (a view the model reads may be redefined; DuckDB
+        resolves names among them) and the columns (names, types, order) of the tables
+        ``plan`` reads: as :meth:`look` read them for that plan, else read now."""
         assert isinstance(plan, IVMPlan)
-        tables = sorted(
-            {(s.catalog.lower(), s.schema.lower(), s.table.lower()) for s in plan.sources}
-        )
-        if not tables:
-            return []
-        keys = ", ".join("(?, ?, ?)" for _ in tables)
-        rows = self.con.execute(
-            "SELECT c.database_name, c.schema_name, c.table_name, c.column_name, c.data_type"
-            f" FROM duckdb_columns() AS c JOIN (VALUES {keys}) AS w(d, s, t)"
-            " ON lower(c.database_name) = w.d AND lower(c.schema_name) = w.s"
-            " AND lower(c.table_name) = w.t WHERE NOT starts_with(c.column_name, '_ivm_')"
-            " ORDER BY c.database_name, c.schema_name, c.table_name, c.column_index",
-            [part for table in tables for part in table],
-        ).fetchall()
-        return [tuple(str(v) for v in row) for row in rows]
+        sources, read = self.read
+        if sources != _sources(plan):
+            assert self.request is not None, "look() first"
+            read = _catalog(self.con, self.request, sources=_sources(plan))
+        return sorted(read.views.items()), read.columns
 
     def same_layout(self, request: ModelRequest, plan: object) -> bool:
         """Whether the table's columns (names and types, hidden ones included) are those the
@@ -374,37 +370,74 @@ def _column_types(con: Connection, request: ModelRequest) -> list[tuple[str, str
 
 def _existing(con: Connection, request: ModelRequest, names: list[str]) -> set[str]:
     """Which of the tables ``names`` exist in the model's schema."""
-    return _catalog(con, request, names)[1]
+    return _catalog(con, request, names).tables
+
+
+TableKey = tuple[str, str, str]  # lower-cased catalog, schema, table
+
+
+@dataclass(frozen=True)
+class CatalogRead:
+    """What one read of the catalog found (:func:`_catalog`)."""
+
+    kind: str | None  # the type of the model's database; None: not attached
+    tables: set[str]  # which of the tables asked for exist in the model's schema
+    views: dict[ViewKey, str]  # every view, keyed as expand_views wants
+    columns: list[tuple[str, ...]]  # of the tables asked for: catalog, schema, table, column, type
 
 
 def _catalog(
-    con: Connection, request: ModelRequest, names: list[str] | None = None
-) -> tuple[str | None, set[str], dict[ViewKey, str]]:
-    """One read of the catalog: the type of the model's database (None: not attached), which
-    of the tables ``names`` (default: the model's table and its state) exist in its schema,
-    and every view (:func:`~dbt.adapters.duckstream.expand.catalog_views`).
+    con: Connection,
+    request: ModelRequest,
+    names: list[str] | None = None,
+    sources: Sequence[TableKey] = (),
+) -> CatalogRead:
+    """One read of the catalog: the type of the model's database, which of the tables
+    ``names`` (default: the model's table and its state) exist in its schema, every view
+    (:func:`~dbt.adapters.duckstream.expand.catalog_views`), and the columns of the tables
+    ``sources`` (in order, ``_ivm_*`` columns left out as
+    :func:`~duckstream.engines.ducklake.schema.schema_of` leaves them out).
 
     Tables are read from ``duckdb_columns()``, not ``duckdb_tables()``: after each DuckLake
     commit the first ``duckdb_tables()`` costs 150-250 ms (it sizes every table of the
     catalog), and each model of a dbt run commits; ``duckdb_columns()`` costs a few ms."""
     names = names or [request.identifier, request.state_name]
     marks = ", ".join("?" for _ in names)
-    rows = con.execute(
-        "SELECT 'database', NULL, NULL, NULL, type FROM duckdb_databases()"
+    where = "database_name = ? AND schema_name = ?"
+    query = (
+        "SELECT 'database', NULL, NULL, NULL, NULL, type, 0 FROM duckdb_databases()"
         " WHERE database_name = ? UNION ALL"
-        " SELECT DISTINCT 'table', NULL, NULL, table_name, NULL FROM duckdb_columns()"
-        f" WHERE database_name = ? AND schema_name = ? AND table_name IN ({marks})"
-        " AND table_name NOT IN (SELECT view_name FROM duckdb_views()"
-        " WHERE database_name = ? AND schema_name = ?) UNION ALL"
-        " SELECT 'view', database_name, schema_name, view_name, sql FROM duckdb_views()"
-        " WHERE NOT internal",
-        [request.database, request.database, request.schema, *names]
-        + [request.database, request.schema],
-    ).fetchall()
-    kind = next((r[4] for r in rows if r[0] == "database"), None)
-    tables = {r[3] for r in rows if r[0] == "table"}
-    views = views_by_key([r[1:] for r in rows if r[0] == "view"])
-    return kind, tables, views
+        " SELECT DISTINCT 'table', NULL, NULL, table_name, NULL, NULL, 0 FROM duckdb_columns()"
+        f" WHERE {where} AND table_name IN ({marks}) AND table_name NOT IN"
+        f" (SELECT view_name FROM duckdb_views() WHERE {where}) UNION ALL"
+        " SELECT 'view', database_name, schema_name, view_name, sql, NULL, 0 FROM duckdb_views()"
+        " WHERE NOT internal"
+    )
+    parameters = [request.database, request.database, request.schema, *names]
+    parameters += [request.database, request.schema]
+    if sources:
+        keys = ", ".join("(?, ?, ?)" for _ in sources)
+        query += (
+            " UNION ALL SELECT 'column', c.database_name, c.schema_name, c.table_name,"
+            " c.column_name, c.data_type, c.column_index FROM duckdb_columns() AS c"
+            f" JOIN (VALUES {keys}) AS w(d, s, t) ON lower(c.database_name) = w.d"
+            " AND lower(c.schema_name) = w.s AND lower(c.table_name) = w.t"
+            " WHERE NOT starts_with(c.column_name, '_ivm_')"
+        )
+        parameters += [part for key in sources for part in key]
+    rows = con.execute(query, parameters).fetchall()
+    columns = sorted((r[1:4], r[6], r[4], r[5]) for r in rows if r[0] == "column")
+    return CatalogRead(
+        kind=next((r[5] for r in rows if r[0] == "database"), None),
+        tables={r[3] for r in rows if r[0] == "table"},
+        views=views_by_key([r[1:5] for r in rows if r[0] == "view"]),
+        columns=[(*table, name, kind) for table, _, name, kind in columns],
+    )
+
+
+def _sources(plan: IVMPlan) -> list[TableKey]:
+    """The tables ``plan`` reads, as :func:`_catalog` asks for them."""
+    return sorted({(s.catalog.lower(), s.schema.lower(), s.table.lower()) for s in plan.sources})
 
 
 @contextmanager

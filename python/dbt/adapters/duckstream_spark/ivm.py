@@ -85,7 +85,7 @@ class IcebergBackend:
     def table(self, request: ModelRequest) -> str:
         return _fqn(self.catalog, request.schema, request.identifier)
 
-    def look(self, request: ModelRequest) -> Found:
+    def look(self, request: ModelRequest, plan: object | None = None) -> Found:
         table = self.table(request)
         if not self.spark.catalog.tableExists(table):
             return Found(table=False)
