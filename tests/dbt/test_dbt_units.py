@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import threading
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,19 @@ def test_plans_are_compiled_once_per_model_version(shop, tmp_path) -> None:
     shop.execute("INSERT INTO dl.main.orders VALUES (7, 'eve', 9, NULL)")
     assert "compile" in phase_names(materialize(shop, edited, plans))
     assert differences(shop, edited) == []
+
+
+def test_a_cached_plan_is_compiled_again_when_a_view_it_reads_is_redefined(shop, tmp_path):
+    plans = PlanCache(tmp_path / "plans")
+    shop.execute("CREATE VIEW dl.main.big AS SELECT * FROM dl.main.orders WHERE amount > 1")
+    over_view = request("SELECT customer, count(*) AS n FROM dl.main.big GROUP BY customer")
+    assert "compile" in phase_names(materialize(shop, over_view, plans))
+    assert "plan checked" in phase_names(materialize(shop, over_view, plans))
+    shop.execute("CREATE OR REPLACE VIEW dl.main.big AS SELECT * FROM dl.main.orders")
+    redefined = materialize(shop, over_view, plans)
+    assert "compile" in phase_names(redefined)
+    assert redefined.reason == "a view the model reads was redefined"
+    assert differences(shop, over_view) == []
 
 
 def test_ivm_strategy_auto_and_full_say_what_they_chose(shop) -> None:
@@ -342,3 +356,34 @@ def test_one_window_read_per_model_run(shop, monkeypatch) -> None:
         assert not any(s.lstrip().startswith("--") for s in outcome.sql)
         reads.clear()
         assert differences(shop, request()) == []
+
+
+def test_one_database_per_dbt_command(tmp_path) -> None:
+    """With keep_open: false, closing a node's connection (the last one open) leaves the
+    DuckDB database open for the next node; dbt's end of the command closes it."""
+    from dbt.adapters.contracts.connection import Connection
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    from dbt.adapters.duckstream.connections import DuckstreamConnectionManager
+
+    path = str(tmp_path / "dbt.duckdb")
+    credentials = DuckstreamCredentials(database="dbt", schema="main", path=path)
+    credentials.keep_open = False
+
+    def node(name: str) -> object:
+        connection = Connection(type="duckstream", name=name, credentials=credentials)
+        DuckstreamConnectionManager.open(connection)
+        connection.handle.cursor().execute("SELECT 1")
+        database = DuckDBConnectionManager._ENV.conn
+        connection.handle.close()
+        return database
+
+    first, second = node("a"), node("b")
+    assert first is not None and second is first  # not closed and opened again
+    # the manager of a command with no thread connection left (dbt's own need a config)
+    manager = DuckstreamConnectionManager.__new__(DuckstreamConnectionManager)
+    manager.lock, manager.thread_connections = threading.RLock(), {}
+    manager.cleanup_all()
+    assert DuckDBConnectionManager._ENV.conn is None  # closed: the file is free
+    assert node("c") is not None  # and opened again by the next command
+    manager.cleanup_all()
