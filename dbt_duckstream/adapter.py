@@ -10,6 +10,7 @@ SQL under ``target/run/`` as dbt does for a materialization's ``statement('main'
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,8 +90,9 @@ class IVMAdapter(metaclass=AdapterMeta):
         """Build, rebuild or maintain ``relation`` from the model's SQL.
 
         Returns ``message`` (for the run result), ``rows``, ``replaced`` (the table is new,
-        so grants and docs must be applied again) and ``sql`` (the statements it ran, one
-        script, for ``target/run/``).
+        so grants and docs must be applied again), ``docs_differ`` (``persist_docs`` would
+        change a comment: the model's time includes finding out) and ``sql`` (the statements
+        it ran, one script, for ``target/run/``).
         """
         request = request_from(
             relation,
@@ -105,6 +107,9 @@ class IVMAdapter(metaclass=AdapterMeta):
             outcome = materialize(self._ivm_backend(), request, self._ivm_plans(), self._ivm_waited)
         except (ModelError, DuckstreamError) as error:
             raise DbtRuntimeError(str(error)) from None
+        started, waited = time.perf_counter(), self._ivm_waited()
+        docs_differ = outcome.replaced or self.ivm_docs_differ(relation, model)
+        outcome.add_phase("docs", time.perf_counter() - started, self._ivm_waited() - waited)
         script = outcome.script(request.name)
         self.ivm_logger.info(log_line(relation.render(), outcome))
         self.ivm_logger.debug(f"duckstream phases of {relation.render()}: {outcome.profile()}")
@@ -115,8 +120,13 @@ class IVMAdapter(metaclass=AdapterMeta):
             "message": outcome.message(),
             "rows": outcome.rows,
             "replaced": outcome.replaced,
+            "docs_differ": docs_differ,
             "sql": script,
         }
+
+    def ivm_docs_differ(self, relation: Any, model: Any) -> bool:
+        """Whether ``persist_docs`` would change a comment on ``relation`` (each adapter's)."""
+        raise NotImplementedError
 
     def _ivm_waited(self) -> float:
         """Seconds this thread has waited so far for other threads' statements (an engine

@@ -77,6 +77,12 @@ class Outcome:
             line += f", {self.rows} rows"
         return f"incremental{because}: {line}, {ms}"
 
+    def add_phase(self, name: str, seconds: float, waited: float = 0.0) -> None:
+        """Count a phase run after the core's (the adapter's): in the time and the phases."""
+        self.elapsed_ms += seconds * 1000
+        self.waited_ms += waited * 1000
+        self.phases.append((name, seconds, waited))
+
     def profile(self) -> str:
         """Where the run's time went, for dbt's debug log: the core's phases (waits for
         other models' statements said), and the engine's inside its build or refresh
