@@ -31,6 +31,7 @@ True
 from __future__ import annotations
 
 import copyreg
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -159,8 +160,20 @@ def rendered(sql: str) -> exp.Expr:
     return exp.Var(this=sql)
 
 
-def _create_temp(table: exp.Table, sql: str, changes_of: str | None) -> CreateTemp:
-    return CreateTemp(table, rendered(sql), changes_of)
+def _create_temp(kind: type[CreateTemp], values: dict[str, Any]) -> CreateTemp:
+    return kind(**values)
+
+
+def _reduce(step: CreateTemp, dialect: str) -> tuple[Any, tuple[Any, ...]]:
+    """``step`` with its queries (every expression but the table's name) as ``dialect``
+    SQL leaves: whatever queries a step holds (the runner picks among them per window)."""
+    values = {}
+    for found in dataclasses.fields(step):
+        value = getattr(step, found.name)
+        if isinstance(value, exp.Expr) and not isinstance(value, exp.Table):
+            value = rendered(value.sql(dialect=dialect))
+        values[found.name] = value
+    return _create_temp, (type(step), values)
 
 
 class _Pickler(pickle.Pickler):
@@ -171,7 +184,4 @@ class _Pickler(pickle.Pickler):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.dispatch_table = copyreg.dispatch_table.copy()
         if dialect is not None:
-            self.dispatch_table[CreateTemp] = lambda step: (
-                _create_temp,
-                (step.table, step.query.sql(dialect=dialect), step.changes_of),
-            )
+            self.dispatch_table[CreateTemp] = lambda step: _reduce(step, dialect)
