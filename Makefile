@@ -22,8 +22,11 @@ lint: venv
 # Spark runs a portability subset by default (a scenario of each kind over a few windows;
 # delta rules are proven on DuckLake): test-spark-all is the full Spark matrix, to run before
 # calling Spark work done; test-deep digs deeper with the DuckLake property tests.
+# Two pytest-xdist workers, a test file each at a time: a file's tests share its module-scoped
+# state (a dbt project, TPC-H lakes) in one worker; each worker that runs Spark tests starts
+# its own local Spark.
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-spark: venv
 	$(BIN)/python -m pytest -q tests/spark
@@ -32,7 +35,7 @@ test-spark-all: venv
 	DUCKSTREAM_SPARK_ALL=1 $(BIN)/python -m pytest -q tests/spark
 
 test-deep: venv
-	DUCKSTREAM_DEEP=1 $(BIN)/python -m pytest -q -m "not spark"
+	DUCKSTREAM_DEEP=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not spark"
 
 demo: venv
 	$(BIN)/python -m duckstream.demo_dbt

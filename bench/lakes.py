@@ -13,15 +13,23 @@ from pathlib import Path
 import duckdb
 
 from duckstream.testing.ducklake import connect_ducklake
-from duckstream.testing.tpch import load_tpch
+from duckstream.testing.tpch import load_tpch, load_tpch_by_month
 
 LAKE = "lake"
 CACHE = Path(__file__).resolve().parent / ".cache"
 
 
-def template(sf: float, cache: Path = CACHE) -> Path:
-    """A lake directory holding TPC-H at ``sf`` (catalog ``lake``, schema ``main``)."""
-    directory = cache / f"tpch-sf{sf:g}-duckdb{duckdb.__version__}"
+# How a template's orders and lineitem were written: "bulk", in one commit (each change then
+# hits files spread over the whole table: the worst case for DuckLake's positional deletes);
+# "monthly", by monthly appends in order-date order, as real lakes grow (load_tpch_by_month).
+LAYOUTS = ("bulk", "monthly")
+
+
+def template(sf: float, cache: Path = CACHE, layout: str = "bulk") -> Path:
+    """A lake directory holding TPC-H at ``sf`` (catalog ``lake``, schema ``main``), its
+    orders and lineitem written as ``layout`` says (:data:`LAYOUTS`)."""
+    suffix = "" if layout == "bulk" else f"-{layout}"
+    directory = cache / f"tpch-sf{sf:g}{suffix}-duckdb{duckdb.__version__}"
     done = directory / ".complete"
     if done.exists():
         return directory
@@ -31,7 +39,10 @@ def template(sf: float, cache: Path = CACHE) -> Path:
     partial.mkdir(parents=True)
     con = connect_ducklake(str(partial), LAKE)
     try:
-        load_tpch(con, LAKE, sf)
+        if layout == "monthly":
+            load_tpch_by_month(con, LAKE, sf)
+        else:
+            load_tpch(con, LAKE, sf)
     finally:
         con.close()
     partial.rename(directory)

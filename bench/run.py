@@ -83,6 +83,7 @@ class Workload:
     description: str
     seed: int
     fixed_size_of: float | None = None  # scaling variant: the change size at this SF
+    layout: str = "bulk"  # the lake it runs on (bench.lakes.LAYOUTS)
 
     def at(self, sf: float) -> float:
         """The generator's fraction at ``sf`` (scaled up for a fixed-size variant)."""
@@ -112,6 +113,33 @@ WORKLOADS = {
         5,
     ),
     "large": Workload("large", "large", 0.05, "5% new + 5% deleted orders, with lineitems", 4),
+    # on a lake grown by monthly appends (bench.lakes "monthly"), late changes to recent data
+    "monthly_append": Workload(
+        "monthly_append",
+        "append",
+        0.001,
+        "0.1% new orders with their lineitems, on a lake grown by monthly appends",
+        8,
+        layout="monthly",
+    ),
+    "recent_update": Workload(
+        "recent_update",
+        "recent_update",
+        0.001,
+        "0.1% of lineitem rows updated, all of the newest 2% of orders, on a lake grown by"
+        " monthly appends",
+        6,
+        layout="monthly",
+    ),
+    "recent_delete": Workload(
+        "recent_delete",
+        "recent_delete",
+        0.001,
+        "0.1% of orders deleted with their lineitems, all among the newest 2%, on a lake grown"
+        " by monthly appends",
+        7,
+        layout="monthly",
+    ),
 }
 SCALING = ("append", "mixed", "update")  # fixed-size variants for the scaling view
 
@@ -432,23 +460,38 @@ def run_benchmark(config: Config, log: Callable[[str], None] = print) -> Results
     with tempfile.TemporaryDirectory(prefix="duckstream-bench-") as tmp:
         work = Path(tmp)
         for sf in sorted(config.sfs):
-            log(f"SF {sf:g}: TPC-H template")
-            template = lakes.template(sf, config.cache)
-            log(f"SF {sf:g}: setting up {len(plans)} views")
-            views = prepare_views(template, work / "views", plans)
-            for pair_sf, workload in pairs:
-                if pair_sf != sf:
-                    continue
-                batch = commit_batch(views, work / "batch", sf, workload, plans, config.history)
-                results.batches.append(batch)
-                changed = ", ".join(
-                    f"{t} +{c['inserted'] + c['updated']:,}/-{c['deleted'] + c['updated']:,}"
-                    for t, c in batch.counts.items()
-                    if any(c.values())
-                )
-                for rep in range(config.reps):
-                    log(f"SF {sf:g} {workload.key} ({changed}) rep {rep + 1}/{config.reps}")
-                    results.runs += measure_rep(work / "batch", work, batch, plans, rep, log)
-                shutil.rmtree(work / "batch", ignore_errors=True)
-            shutil.rmtree(views, ignore_errors=True)
+            for layout in lakes.LAYOUTS:
+                todo = [w for s, w in pairs if s == sf and w.layout == layout]
+                if todo:
+                    _run_lake(config, sf, layout, todo, plans, work, results, log)
     return results
+
+
+def _run_lake(
+    config: Config,
+    sf: float,
+    layout: str,
+    workloads: Sequence[Workload],
+    plans: dict[str, IVMPlan],
+    work: Path,
+    results: Results,
+    log: Callable[[str], None],
+) -> None:
+    """Every workload of one TPC-H lake (``sf``, ``layout``), its views set up once."""
+    log(f"SF {sf:g}: TPC-H template ({layout})")
+    template = lakes.template(sf, config.cache, layout)
+    log(f"SF {sf:g}: setting up {len(plans)} views")
+    views = prepare_views(template, work / "views", plans)
+    for workload in workloads:
+        batch = commit_batch(views, work / "batch", sf, workload, plans, config.history)
+        results.batches.append(batch)
+        changed = ", ".join(
+            f"{t} +{c['inserted'] + c['updated']:,}/-{c['deleted'] + c['updated']:,}"
+            for t, c in batch.counts.items()
+            if any(c.values())
+        )
+        for rep in range(config.reps):
+            log(f"SF {sf:g} {workload.key} ({changed}) rep {rep + 1}/{config.reps}")
+            results.runs += measure_rep(work / "batch", work, batch, plans, rep, log)
+        shutil.rmtree(work / "batch", ignore_errors=True)
+    shutil.rmtree(views, ignore_errors=True)

@@ -101,3 +101,22 @@ def test_scaling_compares_the_same_change_against_sf1_on_both_sides():
     assert any("Scaling (append SF 0.1 -> 1" in t and ": met" in t for t in lines)
     assert any("beyond the targets (append SF 1 -> 3" in t and "worst 5.0x" in t for t in lines)
     assert any(t.startswith("- SF 3 append (beyond the targets)") for t in lines)
+
+
+def test_targets_and_summary_follow_the_performance_issue():
+    from bench.report import summary_table, targets
+
+    rows = [_row(1, "append", q, 10, 100) for q in ("1", "3", "17")]  # 10x faster
+    rows += [_row(1, "recent_update", "6", 50, 100), _row(1, "recent_delete", "6", 200, 100)]
+    lines = targets(rows)
+    # auto took 200 ms where recomputing took 100
+    auto = next(t for t in lines if t.startswith("- **auto never more than 1.1x"))
+    assert ": missed (4/5 within; worst SF 1 recent_delete Q6 2.00x" in auto
+    assert any("SF 1 append, every view: auto >= 3x" in t and ": met" in t for t in lines)
+    assert any("join-and-aggregate views: auto >= 5x" in t and "2 views" in t for t in lines)
+    assert any("every refresh within 3x the floor**: missed" in t for t in lines)  # floor 1 ms
+    recent = next(t for t in lines if "monthly appends" in t)
+    assert ": missed" in recent and "auto 1.00x" in recent  # geo-mean of 2x and 0.5x
+    table = summary_table(rows)
+    assert table[2] == "| append | bulk | 1 | 10.00x | 10.00x | 1.00x | 3 |"
+    assert table[3].startswith("| recent_update | monthly | 1 | 2.00x")

@@ -57,11 +57,17 @@ def test_an_incremental_refresh_records_its_phases(one_row):
         "cleanup",
         "settings",
     ]
-    assert report.statements == len(recording.statements) == 20
+    assert report.statements == len(recording.statements) == 18
     assert all(p.seconds >= 0 for p in report.phases)
     assert sum(p.seconds for p in report.phases) <= report.elapsed
     # the copies' CREATE reports their rows: no read to find them empty or not
-    assert not any(s.startswith("SELECT EXISTS") for s in recording.statements)
+    reads = [s for s in recording.statements if s.startswith("SELECT EXISTS")]
+    assert not any("_changes_" in s for s in reads)
+    # the delta has no negative row: a read of it instead of the view's DELETE
+    assert [s for s in recording.statements if s.startswith("DELETE")] == []
+    assert [s for s in reads if "_delta" in s] == [
+        "SELECT EXISTS(SELECT 1 FROM temp.main._ivm_dl_main_mv_delta AS d WHERE d._ivm_mult < 0)"
+    ]
 
 
 @pytest.mark.parametrize("strategy", ["incremental", "auto"])
@@ -86,7 +92,7 @@ def test_auto_estimates_with_the_window_s_reads(one_row):
     assert report.history.full is not None  # the fill's, read with the cursors
     estimate = [p for p in report.phases if p.name == "estimate"]
     assert len(estimate) == 1 and estimate[0].statements == 2
-    assert report.statements == len(recording.statements) == 22
+    assert report.statements == len(recording.statements) == 20
     assert report.sources["dl.main.t"].inserted == 1
 
 
@@ -138,3 +144,64 @@ def test_an_open_transaction_is_refused_with_one_read_of_its_own(one_row):
     harness.con.execute("COMMIT")  # the caller's transaction is untouched
     refresh(harness.con, plan, strategy="incremental")
     harness.check(plan, VIEW)
+
+
+def test_an_append_to_a_view_without_aggregates_runs_no_delete(one_row):
+    """The delta has no negative row: the view's DELETE (a scan of its table) is skipped
+    after a read of the delta; a deletion runs it."""
+    harness, plan = one_row
+    harness.con.execute("INSERT INTO dl.main.t VALUES (1, 1), (1, 1)")
+    recording = Recording(harness.con)
+    refresh(recording, plan, strategy="incremental")
+    harness.check(plan, VIEW)
+    assert not any(s.startswith("DELETE FROM dl.main.mv") for s in recording.statements)
+    harness.con.execute("DELETE FROM dl.main.t WHERE k = 0")
+    recording.statements.clear()
+    refresh(recording, plan, strategy="incremental")
+    harness.check(plan, VIEW)
+    assert any(s.startswith("DELETE FROM dl.main.mv") for s in recording.statements)
+
+
+def test_an_append_only_window_copies_the_insertions_alone(one_row):
+    """A source the window shows without deletions is copied by the plainer query
+    (``CreateTemp.appends_only``); with a deletion, by the netting one."""
+    harness, plan = one_row
+    harness.con.execute("INSERT INTO dl.main.t VALUES (1, 1)")
+    harness.con.execute("INSERT INTO dl.main.t VALUES (1, 1)")
+    recording = Recording(harness.con)
+    refresh(recording, plan, strategy="incremental")
+    harness.check(plan, VIEW)
+    (copy,) = [s for s in recording.statements if "_changes_0 AS" in s]
+    assert "DUCKLAKE_TABLE_INSERTIONS" in copy and "DUCKLAKE_TABLE_DELETIONS" not in copy
+    harness.con.execute("UPDATE dl.main.t SET v = 2 WHERE k = 1")
+    recording.statements.clear()
+    refresh(recording, plan, strategy="incremental")
+    harness.check(plan, VIEW)
+    (copy,) = [s for s in recording.statements if "_changes_0 AS" in s]
+    assert "DUCKLAKE_TABLE_DELETIONS" in copy
+
+
+def _logged(harness) -> int:
+    return harness.con.execute("SELECT count(*) FROM dl.main._ivm_cursors").fetchone()[0]
+
+
+def test_the_cursors_log_is_written_only_when_nothing_else_makes_the_snapshot(lake):
+    """A refresh that writes the view's table commits a snapshot anyway: its cursors go in
+    the commit alone; a refresh whose changes leave the view as it was appends them to the
+    log, so that its commit makes a snapshot and the cursors advance."""
+    lake.execute("CREATE TABLE dl.main.t (k INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO dl.main.t VALUES (0, 0)")
+    harness = DuckLakeHarness(lake)
+    view = "SELECT k, v FROM t WHERE k < 100"
+    plan = harness.compile(view)
+    setup(lake, plan)
+    logged = _logged(harness)
+    lake.execute("INSERT INTO dl.main.t VALUES (1, 1)")
+    refresh(lake, plan, strategy="incremental")
+    harness.check(plan, view)
+    assert _logged(harness) == logged
+    lake.execute("INSERT INTO dl.main.t VALUES (500, 1)")  # filtered out: the view is as it was
+    refresh(lake, plan, strategy="incremental")
+    harness.check(plan, view)
+    assert _logged(harness) == logged + 1
+    assert refresh(lake, plan).reason == "no source changed"  # the cursors moved both times

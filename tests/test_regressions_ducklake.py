@@ -247,15 +247,24 @@ def test_a_source_name_is_matched_as_duckdb_matches_it(lake):
 
 
 # -- item 11: the cursor commit itself was expired ------------------------------------------------
-def test_an_expired_cursor_commit_is_named_as_such(lake):
-    harness, plan = _view(lake, {"t": "k INTEGER, v INTEGER"}, {"t": "(1, 10)"}, BAG)
+@pytest.mark.parametrize("filled", [True, False])
+def test_an_expired_cursor_commit_is_named_as_such(lake, filled):
+    """A build that wrote rows keeps its cursors in its commit alone (the cursors log is
+    written only by commits that write nothing else): the reason says the commit was
+    expired; a build of an empty view logged them, and the reason names the snapshot."""
+    rows = {"t": "(1, 10)"} if filled else {}
+    harness, plan = _view(lake, {"t": "k INTEGER, v INTEGER"}, rows, BAG)
     cursors = ducklake_cursors.read(lake, "dl", "dl.main.mv")
     assert cursors is not None
     ((_, snapshot),) = cursors.values()
     lake.execute("INSERT INTO dl.main.t VALUES (2, 20)")
     lake.execute("CALL ducklake_expire_snapshots('dl', older_than => now())")
     assert ducklake_cursors.read(lake, "dl", "dl.main.mv") is None  # the commit is gone
-    reason = f"the cursor snapshot {snapshot} of dl.main.t was expired"
+    reason = (
+        "the commit that recorded the view's cursors was expired"
+        if filled
+        else f"the cursor snapshot {snapshot} of dl.main.t was expired"
+    )
     with pytest.raises(RebuildRequired, match=re.escape(reason)):
         refresh(lake, plan, strategy="incremental")
     report = refresh(lake, plan)

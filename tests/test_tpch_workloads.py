@@ -18,7 +18,14 @@ from duckstream.testing.ducklake import (  # noqa: E402
     connect_ducklake,
     current_snapshot,
 )
-from duckstream.testing.tpch import TABLES, WORKLOADS, load_tpch, tpch_query  # noqa: E402
+from duckstream.testing.tpch import (  # noqa: E402
+    RECENT_SHARE,
+    TABLES,
+    WORKLOADS,
+    load_tpch,
+    load_tpch_by_month,
+    tpch_query,
+)
 
 SF = 0.01
 
@@ -119,6 +126,38 @@ def test_append_rows_are_plausible(con):
         f" FROM {lines} JOIN lake.orders ON l_orderkey = o_orderkey"
     ).fetchone()
     assert bad_dates == 0 and q1_hits > 0 and discounts > 5
+
+
+def test_a_lake_grown_by_monthly_appends_holds_the_same_data(tmp_path):
+    """The "monthly" layout (bench.lakes): the same rows as one bulk load, orders and
+    lineitem written by one commit per month, each a data file of its own; the "recent"
+    workloads change only orders among the newest 2%."""
+    con = connect_ducklake(str(tmp_path / "a"), alias="a")
+    attach_ducklake(con, str(tmp_path / "b"), alias="b")
+    load_tpch(con, "a", SF)
+    start = current_snapshot(con, "b")
+    months = load_tpch_by_month(con, "b", SF)
+    assert months >= 75 and current_snapshot(con, "b") == start + 1 + months
+    for t in TABLES:
+        differ = f"(FROM a.main.{t} EXCEPT ALL FROM b.main.{t})"
+        differ += f" UNION ALL (FROM b.main.{t} EXCEPT ALL FROM a.main.{t})"
+        assert scalar(con, f"SELECT count(*) FROM ({differ})") == 0, t
+    files = "SELECT count(*) FROM ducklake_list_files('b', ?)"
+    assert scalar(con, files, ["lineitem"]) == months
+    oldest_recent = scalar(
+        con, f"SELECT quantile_disc(o_orderdate, {1 - RECENT_SHARE}) FROM b.main.orders"
+    )
+    for name in ("recent_update", "recent_delete"):
+        before = current_snapshot(con, "b")
+        WORKLOADS[name](con, "b", random.Random(name), 0.01)
+        changed = (
+            f"SELECT DISTINCT l_orderkey FROM ducklake_table_deletions('b', 'main', 'lineitem',"
+            f" {before + 1}, {before + 1})"
+        )
+        dates = con.execute(
+            f"SELECT count(*), min(o_orderdate) FROM a.main.orders WHERE o_orderkey IN ({changed})"
+        ).fetchone()
+        assert dates[0] > 0 and dates[1] >= oldest_recent, (name, dates, oldest_recent)
 
 
 def test_workloads_are_reproducible(tmp_path):

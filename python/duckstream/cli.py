@@ -4,12 +4,18 @@ Every protocol step, in order (``create_cursors_table``, ``create_mv``,
 ``initialize_cursors``, ``maintain``, ``query_mv``), as the plain SQL the engine renders: on
 DuckDB, with the DuckLake catalog attached, the script builds the view, maintains it once and
 reads it; ``maintain`` alone is what to run after each batch of source changes. ``--pretty``
-reformats each statement with sqlglot (for reading; the default is the exact rendering)."""
+reformats each statement with sqlglot (for reading; the default is the exact rendering).
+
+``python -m duckstream status <lake>`` lists the maintained views of a DuckLake catalog (a lake
+directory as ``attach_ducklake`` lays it out, or an ATTACH target such as
+``ducklake:postgres:dbname=lake``): how far behind its sources each is, and its recent
+refreshes (the path, how long it took), read from the catalog's snapshot log."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from duckstream.compiler import compile_ivm
 from duckstream.engines import engine_for
@@ -28,7 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     compile_cmd.add_argument(
         "--pretty", action="store_true", help="reformat each statement (for reading)"
     )
+    status_cmd = commands.add_parser("status", help="list a DuckLake catalog's maintained views")
+    status_cmd.add_argument("lake", help="a lake directory, or a DuckLake ATTACH target")
+    status_cmd.add_argument("--catalog", default="lake", help="the name to attach it as")
+    status_cmd.add_argument("--data-path", help="DATA_PATH, for an ATTACH target")
+    status_cmd.add_argument("--recent", type=int, default=5, help="refreshes to list per view")
     args = parser.parse_args(argv)
+    if args.command == "status":
+        return status(args.lake, args.catalog, args.data_path, args.recent)
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     try:
         plan = compile_ivm(
@@ -47,4 +60,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n-- {step}")
         for statement in statements:
             print(engine.pretty(statement) if args.pretty else statement, end=";\n")
+    return 0
+
+
+def status(lake: str, catalog: str, data_path: str | None, recent: int) -> int:
+    import duckdb
+
+    from duckstream.connection import literal
+    from duckstream.engines.ducklake.status import status_text, views_status
+    from duckstream.testing.ducklake import attach_ducklake, load_extension, quote
+
+    con = duckdb.connect()
+    try:
+        if lake.startswith("ducklake:"):
+            load_extension(con, "ducklake")
+            options = "READ_ONLY" + (f", DATA_PATH {literal(data_path)}" if data_path else "")
+            con.execute(f"ATTACH {literal(lake)} AS {quote(catalog)} ({options})")
+        elif (Path(lake) / "metadata.ducklake").is_file():
+            attach_ducklake(con, lake, catalog)
+        else:
+            print(f"duckstream: no DuckLake at {lake!r} (no metadata.ducklake)", file=sys.stderr)
+            return 2
+        print(status_text(views_status(con, catalog, recent)))
+    finally:
+        con.close()
     return 0

@@ -27,10 +27,18 @@ from sqlglot import exp
 @dataclass(frozen=True)
 class Sql:
     """One plain statement, as the engine rendered it. ``creates``: the temporary object it
-    makes (dropped by the plan's clean-up)."""
+    makes (dropped by the plan's clean-up). ``needed``: a query of one boolean, cheap next to
+    the statement, that is false only when the statement would change nothing (a DELETE of
+    the view's rows matched by a change table's negative rows, when it has none): a runner
+    may read it first and skip the statement; as plain SQL the statement runs, a no-op then.
+    ``snapshot_only``: the statement only makes sure the commit makes a snapshot (DuckLake
+    makes none when nothing changed); a runner may skip it once an earlier statement of the
+    transaction wrote rows to a DuckLake table."""
 
     statement: str
     creates: exp.Table | None = None
+    needed: str | None = None
+    snapshot_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,11 +58,17 @@ class CreateTemp:
     rendering a big query costs milliseconds, which a refresh must not pay every time.
     ``changes_of``: the source (full name) whose netted changes in the window the table holds,
     when it is such a copy (columns the view reads plus ``_ivm_mult``, rows netting to zero
-    left out): a runner may count them before it goes on (:class:`Applied`)."""
+    left out): a runner may count them before it goes on (:class:`Applied`).
+    ``appends_only``: the same table's query for a window in which the source has no
+    deletions (its inserted rows alone: nothing to net); a runner that pinned the window
+    may run it instead."""
 
     table: exp.Table
     query: exp.Expr
     changes_of: str | None = None
+    # the same table when the pinned window shows the source without deletions (appends
+    # only): a simpler query, cheaper to plan; a runner that knows the window may run it
+    appends_only: exp.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -99,11 +113,14 @@ class StopUnless:
 
 @dataclass(frozen=True)
 class Measure:
-    """Set the run-time ``variable`` to how long the path has run so far (a JSON measurement
-    the cursors' commit carries: :class:`duckstream.refresh.Measured`). A clock is the
-    runner's: as plain SQL the variable is NULL, and the commit records no measurement."""
+    """Run ``statement`` (the cursors' commit message) with the run-time ``variable`` it reads
+    set to how long the path has run so far (a JSON measurement the cursors' commit carries:
+    :class:`duckstream.refresh.Measured`). A clock is the runner's: as plain SQL the variable
+    is set to NULL first, and the commit records no measurement; a runner writes its
+    measurement into the statement, in place of the variable (one statement, not two)."""
 
     variable: str
+    statement: str
 
 
 @dataclass(frozen=True)

@@ -180,14 +180,16 @@ def test_an_interrupted_refresh_leaves_a_table_the_next_run_repairs(
         pass
 
     class Crashing:
-        """Fails at the cursors' log row (the last statement before COMMIT), after the
-        table's changes ran in the transaction."""
+        """Fails at the cursors' commit message (before COMMIT), after the table's changes
+        ran in the transaction (the cursors' log row is not written when they changed it)."""
 
         def __init__(self, con: object) -> None:
             self.con = con
 
         def execute(self, statement: str, *args: object) -> object:
-            if statement.startswith("INSERT") and "_ivm_cursors__revenue_per_customer" in statement:
+            if statement.startswith("CALL ducklake_set_commit_message") and (
+                "revenue_per_customer'" in statement
+            ):
                 raise Crash("simulated crash between maintenance statements")
             return self.con.execute(statement, *args)  # type: ignore[attr-defined]
 

@@ -235,11 +235,19 @@ class Engine(ABC):
 
     @abstractmethod
     def replace_rows(
-        self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
+        self,
+        keys: list[str],
+        removed: exp.Query,
+        added: exp.Query,
+        columns: list[str],
+        *,
+        removes: exp.Query | None = None,
     ) -> list[Step]:
         """Steps that delete the view's rows whose ``keys`` (NULL-safe) are in
         ``removed`` and insert the rows of ``added`` (all ``columns``, in order): one atomic
-        change of the materialized table, inside the refresh."""
+        change of the materialized table, inside the refresh. ``removes``: a query over the
+        refresh's own tables (not the view's) that has rows whenever ``removed`` may: an
+        engine may skip the delete when it has none (:attr:`~duckstream.plan.Sql.needed`)."""
 
     @abstractmethod
     def fresh_row_ids_base(self) -> exp.Expr:

@@ -102,7 +102,14 @@ class BagSink(Sink):
             .from_(delta.as_("d"))
             .where(exp.GT(this=col(MULT, "d"), expression=exp.Literal.number(0)))
         )
-        return [
-            self.engine.create_temp(delta, numbered_net),
-            *self.engine.replace_rows([ROW], doomed, self._numbered(copies), self.all_columns()),
-        ]
+        # the delete removes rows only for contents whose net count is negative: an append
+        # to a view like this one has none, and the delete's scan of the view's table is spared
+        negative = (
+            exp.select("1")
+            .from_(delta.copy().as_("d"))
+            .where(exp.LT(this=col(MULT, "d"), expression=exp.Literal.number(0)))
+        )
+        replace = self.engine.replace_rows(
+            [ROW], doomed, self._numbered(copies), self.all_columns(), removes=negative
+        )
+        return [self.engine.create_temp(delta, numbered_net), *replace]

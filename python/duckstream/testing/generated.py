@@ -32,19 +32,28 @@ def load_generated(
 ) -> None:
     """Generate ``extension``'s data at ``scale_factor`` into a scratch in-memory catalog and
     copy ``tables`` into ``catalog.schema`` in one DuckLake commit."""
+    with generated(con, extension, scale_factor) as scratch, transaction(con):
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(catalog)}.{quote(schema)}")
+        for table in tables:
+            con.execute(
+                f"CREATE TABLE {quote(catalog)}.{quote(schema)}.{table} AS "
+                f"SELECT * FROM {scratch}.main.{table}"
+            )
+
+
+@contextmanager
+def generated(
+    con: duckdb.DuckDBPyConnection, extension: str, scale_factor: float
+) -> Generator[str]:
+    """``extension``'s data at ``scale_factor`` in a scratch in-memory catalog attached to
+    ``con`` while the block runs; yields the catalog's (quoted) name."""
     load_extension(con, extension)
     con.execute(f"ATTACH ':memory:' AS {quote(_GEN_CATALOG)}")
     try:
         con.execute(
             f"CALL {GENERATORS[extension]}(sf = ?, catalog = ?)", [scale_factor, _GEN_CATALOG]
         )
-        with transaction(con):
-            con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(catalog)}.{quote(schema)}")
-            for table in tables:
-                con.execute(
-                    f"CREATE TABLE {quote(catalog)}.{quote(schema)}.{table} AS "
-                    f"SELECT * FROM {quote(_GEN_CATALOG)}.main.{table}"
-                )
+        yield quote(_GEN_CATALOG)
     finally:
         con.execute(f"DETACH {quote(_GEN_CATALOG)}")
 

@@ -24,6 +24,7 @@ from duckstream.testing.generated import (
     Counts,
     Workload,
     counts,
+    generated,
     generated_schema,
     load_generated,
     merge,
@@ -45,6 +46,46 @@ def load_tpch(
     factors copy a loaded lake directory instead of reloading (see ``attach_ducklake``).
     """
     load_generated(con, "tpch", TABLES, catalog, scale_factor, schema)
+
+
+def load_tpch_by_month(
+    con: duckdb.DuckDBPyConnection, catalog: str, scale_factor: float, schema: str = "main"
+) -> int:
+    """TPC-H at ``scale_factor`` laid out as a lake that grew over time: the six dimension
+    tables in one commit, then orders and lineitem appended month by month of the order date
+    (one commit, and so one data file per table, each month: ~80). Updates and deletes of
+    recent rows then touch the newest files only, as late corrections do in real lakes,
+    instead of every file of a bulk load. Returns the number of monthly commits."""
+    target = f"{quote(catalog)}.{quote(schema)}"
+    month = "date_trunc('month', o_orderdate)"
+    with generated(con, "tpch", scale_factor) as scratch:
+        with transaction(con):
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS {target}")
+            for table in TABLES:
+                empty = " LIMIT 0" if table in ("orders", "lineitem") else ""
+                con.execute(
+                    f"CREATE TABLE {target}.{table} AS SELECT * FROM {scratch}.main.{table}{empty}"
+                )
+        months = [
+            m
+            for (m,) in con.execute(
+                f"SELECT DISTINCT {month} FROM {scratch}.main.orders ORDER BY 1"
+            ).fetchall()
+        ]
+        for m in months:
+            with transaction(con):
+                con.execute(
+                    f"INSERT INTO {target}.orders SELECT * FROM {scratch}.main.orders"
+                    f" WHERE {month} = ? ORDER BY o_orderdate, o_orderkey",
+                    [m],
+                )
+                con.execute(
+                    f"INSERT INTO {target}.lineitem SELECT l.* FROM {scratch}.main.lineitem l"
+                    f" JOIN {scratch}.main.orders ON l_orderkey = o_orderkey"
+                    f" WHERE {month} = ? ORDER BY o_orderdate, l_orderkey, l_linenumber",
+                    [m],
+                )
+    return len(months)
 
 
 @functools.cache
@@ -108,6 +149,10 @@ def tpch_view(name: str) -> str:
 def tpch_schema() -> dict[str, dict[str, str]]:
     """The TPC-H tables' columns and types (``compile_ivm``'s ``schema=``), from an empty dbgen."""
     return generated_schema("tpch")
+
+
+# The newest share of the orders that the "recent" workloads change (late corrections).
+RECENT_SHARE = 0.02
 
 
 def _tables(catalog: str, schema: str) -> dict[str, str]:
@@ -195,9 +240,19 @@ def _append(
     return merge(counts("orders", inserted=orders), counts("lineitem", inserted=lines))
 
 
-def _delete(con: duckdb.DuckDBPyConnection, t: dict[str, str], seed: int, n: int) -> Counts:
-    """Delete ``n`` pseudo-randomly chosen orders and all their lineitems (lines first)."""
-    keys = f"SELECT o_orderkey FROM {t['orders']} ORDER BY hash({seed}, o_orderkey) LIMIT {n}"
+def _delete(
+    con: duckdb.DuckDBPyConnection,
+    t: dict[str, str],
+    seed: int,
+    n: int,
+    among: str | None = None,
+) -> Counts:
+    """Delete ``n`` pseudo-randomly chosen orders (of the keys ``among`` selects, if given)
+    and all their lineitems (lines first)."""
+    where = f" WHERE o_orderkey IN ({among})" if among else ""
+    keys = (
+        f"SELECT o_orderkey FROM {t['orders']}{where} ORDER BY hash({seed}, o_orderkey) LIMIT {n}"
+    )
     lines = scalar(con, f"DELETE FROM {t['lineitem']} WHERE l_orderkey IN ({keys})")
     orders = scalar(con, f"DELETE FROM {t['orders']} WHERE o_orderkey IN ({keys})")
     return merge(counts("orders", deleted=orders), counts("lineitem", deleted=lines))
@@ -274,7 +329,7 @@ UPDATE {lineitem} SET
 FROM (
     SELECT l_orderkey AS k, l_linenumber AS ln,
         CAST(hash({s}, l_orderkey, l_linenumber) >> 1 AS BIGINT) AS h
-    FROM {lineitem}
+    FROM {candidates}
     ORDER BY hash({s}, 'pick', l_orderkey, l_linenumber) LIMIT {n}
 ) pick
 WHERE l_orderkey = pick.k AND l_linenumber = pick.ln
@@ -293,8 +348,54 @@ def update_lineitem(
     seed = rng.getrandbits(32)
     with transaction(con):
         n = _how_many(con, t["lineitem"], fraction)
-        updated = scalar(con, _UPDATE_LINEITEM.format(**t, s=seed, n=n)) if n else 0
+        sql = _UPDATE_LINEITEM.format(**t, candidates=t["lineitem"], s=seed, n=n)
+        updated = scalar(con, sql) if n else 0
     return counts("lineitem", updated=updated)
+
+
+def _recent_orders(t: dict[str, str], share: float) -> str:
+    """The keys of the newest ``share`` of the orders (by order date)."""
+    return (
+        f"SELECT o_orderkey FROM {t['orders']} WHERE o_orderdate >="
+        f" (SELECT quantile_disc(o_orderdate, {1 - share}) FROM {t['orders']})"
+    )
+
+
+def recent_update(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    rng: random.Random,
+    fraction: float,
+    schema: str = "main",
+    share: float = RECENT_SHARE,
+) -> Counts:
+    """Update ``fraction`` of the lineitems, all of orders among the newest ``share`` of them
+    (late corrections): quantity/price/discount, sometimes ship date/flag."""
+    t = _tables(catalog, schema)
+    seed = rng.getrandbits(32)
+    recent = f"{t['lineitem']} WHERE l_orderkey IN ({_recent_orders(t, share)})"
+    with transaction(con):
+        n = _how_many(con, t["lineitem"], fraction)
+        sql = _UPDATE_LINEITEM.format(**t, candidates=recent, s=seed, n=n)
+        updated = scalar(con, sql) if n else 0
+    return counts("lineitem", updated=updated)
+
+
+def recent_delete(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    rng: random.Random,
+    fraction: float,
+    schema: str = "main",
+    share: float = RECENT_SHARE,
+) -> Counts:
+    """Delete ``fraction`` of the orders, all among the newest ``share`` of them (cancelled
+    orders), together with their lineitems."""
+    t = _tables(catalog, schema)
+    seed = rng.getrandbits(32)
+    with transaction(con):
+        n = _how_many(con, t["orders"], fraction)
+        return _delete(con, t, seed, n, among=_recent_orders(t, share))
 
 
 def _pick(table: str, key: str, seed: int, n: int) -> str:
@@ -363,4 +464,6 @@ WORKLOADS: dict[str, Workload] = {
     "update_lineitem": update_lineitem,
     "update_dimensions": update_dimensions,
     "large": large,
+    "recent_update": recent_update,
+    "recent_delete": recent_delete,
 }

@@ -31,8 +31,9 @@ goes on from them.
 Every refresh records its profile in its report (``RefreshReport.phases``: phase, seconds,
 statements, by the plan's step kinds, :class:`~duckstream.refresh.Phase`) and logs it at DEBUG
 on the ``duckstream`` logger: a ``perf_counter`` per step. What a refresh pays whatever its
-view (one-row view, one-row insert, DuckDB 1.5.5): 20 statements, of which the plan's delta
-and apply are 3 and DuckLake's COMMIT 1; no change: 11.
+view (one-row view, one-row insert, DuckDB 1.5.5): 18 statements, of which the plan's delta
+and apply are 3 (the DELETE replaced by a read of the delta: :attr:`Sql.needed`) and
+DuckLake's COMMIT 1; no change: 11.
 """
 
 from __future__ import annotations
@@ -236,6 +237,21 @@ def measuring(path: str, cost: float | None = None, spent: float = 0.0) -> Gener
         _clock.reset(token)
 
 
+# the window :func:`begin` pinned, while the chosen path's statements run (:func:`finish`)
+_pinned_window: ContextVar[ducklake_window.Window | None] = ContextVar(
+    "duckstream_window", default=None
+)
+
+
+@contextlib.contextmanager
+def _window_known(window: ducklake_window.Window | None) -> Generator[None]:
+    token = _pinned_window.set(window)
+    try:
+        yield
+    finally:
+        _pinned_window.reset(token)
+
+
 def _is(statement: str, *words: str) -> bool:
     return statement.lstrip().upper().startswith(words)
 
@@ -388,10 +404,13 @@ def _warn_unrestored(setting: str, error: Exception) -> None:
 def _run_statements(con: Connection, statements: list[str] | list[Step], opened: bool) -> None:
     own = opened
     ended = skipping = to_applied = stopped = advancing = unchanged = False
+    wrote = False  # a statement of this run wrote rows to a DuckLake table: a snapshot
     begun, made = opened, opened  # ``made``: a temporary table may exist from this run
     copies: list[CreateTemp] = []  # change copies run, not yet counted
     copied: list[int | None] = []  # their rows, as their CREATE reported them (None: unknown)
     can_skip = any(isinstance(s, Applied) for s in statements)  # ``maintain``: else a fill
+    # the pinned window: what the change copies render for (:func:`render`)
+    window = _pinned_window.get() if opened else None
     counter = _Counting(con) if _profile.get() is not None else None
     con = con if counter is None else counter
     for item in statements:
@@ -424,20 +443,32 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             if to_applied:
                 to_applied = not isinstance(step, Applied)
                 continue
+            if isinstance(step, Sql) and step.snapshot_only and wrote:
+                continue  # the commit makes a snapshot anyway
+            if isinstance(step, Sql) and step.needed is not None:
+                (needed,) = con.execute(step.needed).fetchone()
+                if not needed:  # the statement would change nothing
+                    if counter is not None:
+                        name = _phase_name(step, False, False, begun, ended, advancing, can_skip)
+                        _record(name, time.perf_counter() - started, counter.count - ran)
+                    continue
             if isinstance(step, Measure):
                 clock = _clock.get()
                 value = "NULL" if clock is None else literal(clock.measurement())
-                con.execute(f"SET VARIABLE {step.variable} = {value}")
+                reference = f"getvariable({literal(step.variable)})"
+                con.execute(step.statement.replace(reference, value))
             elif isinstance(step, PinWindow):
                 window = ducklake_window.read(con, step.spec, pin=True)
                 skipping = own and not window.values["changed"]
                 # nothing made a temporary table before the pin: none to drop after the skip
                 unchanged = skipping and not made
             else:
-                for statement in render(step):
+                for statement in render(step, window):
                     result = con.execute(statement)
                     if is_copy:  # CREATE TABLE AS reports its rows: no read to count them
                         copied.append(_created_rows(result))
+                    elif own and _writes(step):  # so does a DML statement
+                        wrote = wrote or bool(_created_rows(result))
         except Exception as error:
             if ended or (isinstance(step, Cleanup) and not own):
                 if own:  # a transaction after the work's COMMIT (a refill): given up
@@ -467,6 +498,12 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             own = True
         elif own and is_end:
             own, ended, skipping = False, True, False
+
+
+def _writes(step: Step) -> bool:
+    """Whether ``step`` is a plan's DML statement on a table (its refresh's: the view's table
+    or the cursors log; temporary tables are made by :class:`CreateTemp` steps)."""
+    return isinstance(step, Sql) and _is(step.statement, "INSERT", "DELETE", "UPDATE")
 
 
 _EACH = ("delta", "apply", "fill")  # phases listed statement by statement
@@ -720,7 +757,8 @@ def _net_first(
     for name in names:
         mine = [c for c in copies if c.changes_of == name]
         began = time.perf_counter()
-        run(con, mine, opened=True)
+        with _window_known(window):
+            run(con, mine, opened=True)
         copying += time.perf_counter() - began
         with _phase(con, "netting") as counted:
             counts |= count_changes(counted, mine)
@@ -732,7 +770,8 @@ def _net_first(
         return Pinned(plan, report, window)
     began = time.perf_counter()
     rest = [c for c in copies if c.changes_of not in counts]
-    run(con, rest, opened=True)
+    with _window_known(window):
+        run(con, rest, opened=True)
     copying += time.perf_counter() - began
     # the copies counted: empty when they netted to nothing; the others are read
     empty = not any(any(n) for n in counts.values())
@@ -795,7 +834,7 @@ def finish(
         try:
             with without_table_statistics(con):
                 running = True
-                with measuring(report.strategy, cost, spent):
+                with measuring(report.strategy, cost, spent), _window_known(window):
                     steps = [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]]
                     run(con, steps, opened=True)
         except Exception:

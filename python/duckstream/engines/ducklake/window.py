@@ -98,6 +98,11 @@ class Window:
     # the view's recent measurements, when the pin read them (:func:`read`'s ``history``)
     history: History | None = None
 
+    def appends_only(self, source: str) -> bool:
+        """Whether the window shows ``source`` (a full name) without deletions: its change
+        feed holds insertions alone (or nothing)."""
+        return source in self.kinds and not self.kinds[source] - INSERT_KINDS
+
 
 def changed_tables(changes_made: str | None) -> list[tuple[str, str]]:
     """The ``(kind, target)`` items of a snapshot's ``changes_made``.
@@ -455,23 +460,28 @@ def _file_changes(k: int, meta: str, bounds: list[tuple[int, int, int]], end: in
     )
 
 
-def _no_cursors(con: Any, spec: WindowSpec) -> None:
-    """Raise why a view has no cursor commit: it was never built, or the commit that
-    recorded its cursors was expired (``ducklake_expire_snapshots``). The view's append-only
-    cursors log keeps every cursor it recorded; reading it costs a table scan, paid only
-    here, on the way to a rebuild."""
-    last: list[tuple[str, int]] = []
-    # A failed statement would abort the refresh's transaction: look the log up first.
-    parts = spec.cursors.split(".")
-    exists = (
-        len(parts) == 3
-        and con.execute(
+def _exists(con: Any, table: str) -> bool:
+    """Whether the table ``catalog.schema.table`` exists (a failed statement would abort the
+    refresh's transaction: looked up first)."""
+    parts = table.split(".")
+    return len(parts) == 3 and bool(
+        con.execute(
             "SELECT count(*) FROM duckdb_tables() WHERE lower(database_name) = lower(?)"
             " AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
             parts,
         ).fetchone()[0]
     )
-    if exists:
+
+
+def _no_cursors(con: Any, spec: WindowSpec) -> None:
+    """Raise why a view has no cursor commit: it was never built, or the commit that
+    recorded its cursors was expired (``ducklake_expire_snapshots``). The view's cursors log
+    keeps the cursors of the commits that wrote nothing else (:meth:`DuckLakeEngine.
+    _write_cursors`); reading it costs a table scan, paid only here, on the way to a
+    rebuild. A view whose log has none but whose table exists was built (its table is
+    created in the transaction that fills it) unless it was created by hand."""
+    last: list[tuple[str, int]] = []
+    if _exists(con, spec.cursors):
         mv_name = spec.view.rsplit(".", 1)[-1]
         last = con.execute(
             f"SELECT source_table, max(last_snapshot) FROM {spec.cursors}"
@@ -483,6 +493,11 @@ def _no_cursors(con: Any, spec: WindowSpec) -> None:
         raise RebuildRequired(
             f"the cursor snapshot {snapshot} of {source} was expired (the commit that"
             " recorded the view's cursors is gone)"
+        )
+    if _exists(con, spec.view):
+        raise RebuildRequired(
+            "no cursors recorded: the commit that recorded the view's cursors was expired"
+            " (or its table was never filled)"
         )
     raise RebuildRequired("no cursors recorded (the view was never built)")
 

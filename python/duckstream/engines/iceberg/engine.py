@@ -365,7 +365,13 @@ class IcebergEngine(Engine):
         return exp.Explode(this=sequence)
 
     def replace_rows(
-        self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
+        self,
+        keys: list[str],
+        removed: exp.Query,
+        added: exp.Query,
+        columns: list[str],
+        *,
+        removes: exp.Query | None = None,  # one MERGE: no delete of its own to skip
     ) -> list[Step]:
         def ident(name: str) -> str:
             return self.sql(exp.to_identifier(name, quoted=True))
