@@ -106,7 +106,7 @@ class PlanCache:
             for other in self.directory.glob(f"{_prefix(request)}.*.pickle"):
                 if other != path:
                     other.unlink(missing_ok=True)
-        except OSError:
+        except Exception:  # a plan that cannot be written (or pickled): compiled next run
             return
 
     def _path(self, request: ModelRequest, key: str) -> Path:

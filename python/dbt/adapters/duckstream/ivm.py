@@ -101,13 +101,28 @@ class Recording:
         if self.counted is not None:
             written = _written(query)
             if written is not None and written[1] == self.counted:
-                row = result.fetchone()  # the statement's row count (the runner reads none)
+                row = result.fetchone()  # the statement's row count
                 rows = int(row[0]) if row else 0
                 if written[0] != "DELETE":
                     self.inserted += rows
                 if written[0] != "INSERT":
                     self.deleted += rows
+                return Fetched(row)  # the runner reads the count too
         return result
+
+
+class Fetched:
+    """The result of a statement whose one row was fetched already, fetched again."""
+
+    def __init__(self, row: Any) -> None:
+        self.rows = [] if row is None else [row]
+
+    def fetchone(self) -> Any:
+        return self.rows.pop(0) if self.rows else None
+
+    def fetchall(self) -> list[Any]:
+        rows, self.rows = self.rows, []
+        return rows
 
 
 # The table a DML statement writes: INSERT INTO t, DELETE FROM t, UPDATE t.
