@@ -18,13 +18,14 @@ tree takes tens of ms to load and ms more to render again), through :func:`rende
 >>> from dbt_duckstream.model import ModelRequest
 >>> request = ModelRequest("totals", "lake", "main", "totals", "SELECT 1 AS x")
 >>> plans = PlanCache(Path(tempfile.mkdtemp()))
->>> plans.load(request, "k1") is None
+>>> k1, k2 = key_of("one"), key_of("two")
+>>> plans.load(request, k1) is None
 True
->>> plans.store(request, CachedPlan("k1", ["x INTEGER"], "the plan", Compiled("h", ["x"], "")))
->>> plans.load(request, "k1").plan, plans.load(request, "k2")
+>>> plans.store(request, CachedPlan(k1, ["x INTEGER"], "the plan", Compiled("h", ["x"], "")))
+>>> plans.load(request, k1).plan, plans.load(request, k2)
 ('the plan', None)
->>> plans.store(request, CachedPlan("k2", [], "another", Compiled("h2", ["x"], "")))
->>> plans.load(request, "k1"), plans.load(request, "k2").plan
+>>> plans.store(request, CachedPlan(k2, [], "another", Compiled("h2", ["x"], "")))
+>>> plans.load(request, k1), plans.load(request, k2).plan
 (None, 'another')
 """
 
@@ -55,6 +56,8 @@ DIRECTORY = Path("duckstream") / "plans"  # under dbt's target path
 # the packages whose code decides a plan, and those whose versions do (SQL rendering, names)
 CODE = ("duckstream", "dbt_duckstream", "dbt.adapters.duckstream", "dbt.adapters.duckstream_spark")
 VERSIONS = ("sqlglot", "duckdb")
+KEY_LENGTH = 32  # hex characters of the key in a file's name
+KEY_PATTERN = "[0-9a-f]" * KEY_LENGTH  # (not "*": model "x" must not match "x.y"'s files)
 
 
 @dataclass
@@ -103,14 +106,14 @@ class PlanCache:
             with os.fdopen(handle, "wb") as file:
                 file.write(buffer.getvalue())
             os.replace(temporary, path)
-            for other in self.directory.glob(f"{_prefix(request)}.*.pickle"):
+            for other in self.directory.glob(f"{_prefix(request)}.{KEY_PATTERN}.pickle"):
                 if other != path:
                     other.unlink(missing_ok=True)
         except Exception:  # a plan that cannot be written (or pickled): compiled next run
             return
 
     def _path(self, request: ModelRequest, key: str) -> Path:
-        return self.directory / f"{_prefix(request)}.{key[:32]}.pickle"
+        return self.directory / f"{_prefix(request)}.{key[:KEY_LENGTH]}.pickle"
 
 
 def _prefix(request: ModelRequest) -> str:

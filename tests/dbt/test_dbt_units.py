@@ -27,8 +27,9 @@ from dbt.adapters.duckstream.ivm import (  # noqa: E402
     read_state,
 )
 from dbt_duckstream import locate as locate_module  # noqa: E402
+from dbt_duckstream.decide import Compiled  # noqa: E402
 from dbt_duckstream.locate import locate  # noqa: E402
-from dbt_duckstream.plans import PlanCache  # noqa: E402
+from dbt_duckstream.plans import CachedPlan, PlanCache  # noqa: E402
 from duckstream import UnsupportedSQLError  # noqa: E402
 from duckstream.engines.ducklake import cursors as ducklake_cursors  # noqa: E402
 
@@ -133,6 +134,12 @@ def test_plans_are_compiled_once_per_model_version(shop, tmp_path) -> None:
     shop.execute("INSERT INTO dl.main.orders VALUES (7, 'eve', 9, NULL)")
     assert "compile" in phase_names(materialize(shop, edited, plans))
     assert differences(shop, edited) == []
+    # storing a model's plan keeps the plans of a model whose name extends its own
+    dotted = ModelRequest("x", "dl", "main", "totals.x", "SELECT 1 AS x")
+    plans.store(dotted, CachedPlan("f" * 64, [], "plan of totals.x", Compiled("h", [], "")))
+    plans.store(edited, CachedPlan("e" * 64, [], "another plan", Compiled("h", [], "")))
+    assert plans.load(dotted, "f" * 64) is not None
+    assert len(list((tmp_path / "plans").iterdir())) == 2
 
 
 def test_a_cached_plan_is_compiled_again_when_a_view_it_reads_is_redefined(shop, tmp_path):
