@@ -10,6 +10,7 @@ SQL under ``target/run/`` as dbt does for a materialization's ``statement('main'
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt_duckstream.materialize import Backend, materialize
 from dbt_duckstream.model import ModelError, ModelRequest, statement
 from dbt_duckstream.outcome import log_line
+from dbt_duckstream.plans import PlanCache
 from duckstream.errors import DuckstreamError
 
 
@@ -88,8 +90,9 @@ class IVMAdapter(metaclass=AdapterMeta):
         """Build, rebuild or maintain ``relation`` from the model's SQL.
 
         Returns ``message`` (for the run result), ``rows``, ``replaced`` (the table is new,
-        so grants and docs must be applied again) and ``sql`` (the statements it ran, one
-        script, for ``target/run/``).
+        so grants and docs must be applied again), ``docs_differ`` (``persist_docs`` would
+        change a comment: the model's time includes finding out) and ``sql`` (the statements
+        it ran, one script, for ``target/run/``).
         """
         request = request_from(
             relation,
@@ -101,11 +104,15 @@ class IVMAdapter(metaclass=AdapterMeta):
             strategy=strategy,
         )
         try:
-            outcome = materialize(self._ivm_backend(), request)
+            outcome = materialize(self._ivm_backend(), request, self._ivm_plans(), self._ivm_waited)
         except (ModelError, DuckstreamError) as error:
             raise DbtRuntimeError(str(error)) from None
+        started, waited = time.perf_counter(), self._ivm_waited()
+        docs_differ = outcome.replaced or self.ivm_docs_differ(relation, model)
+        outcome.add_phase("docs", time.perf_counter() - started, self._ivm_waited() - waited)
         script = outcome.script(request.name)
         self.ivm_logger.info(log_line(relation.render(), outcome))
+        self.ivm_logger.debug(f"duckstream phases of {relation.render()}: {outcome.profile()}")
         self.ivm_logger.debug(f"duckstream SQL of {relation.render()}:\n{script}")
         for warning in outcome.warnings:
             self.ivm_logger.warning(warning)
@@ -113,8 +120,24 @@ class IVMAdapter(metaclass=AdapterMeta):
             "message": outcome.message(),
             "rows": outcome.rows,
             "replaced": outcome.replaced,
+            "docs_differ": docs_differ,
             "sql": script,
         }
+
+    def ivm_docs_differ(self, relation: Any, model: Any) -> bool:
+        """Whether ``persist_docs`` would change a comment on ``relation`` (each adapter's)."""
+        raise NotImplementedError
+
+    def _ivm_waited(self) -> float:
+        """Seconds this thread has waited so far for other threads' statements (an engine
+        that runs one statement at a time per process: DuckDB with DuckLake)."""
+        return 0.0
+
+    def _ivm_plans(self) -> PlanCache | None:
+        """Where compiled plans are kept between runs: under dbt's target path."""
+        config = getattr(self, "config", None)  # the dbt adapter's RuntimeConfig
+        target = getattr(config, "project_target_path", None)
+        return PlanCache.under(target) if target else None
 
     @available
     def ivm_end_transaction(self) -> None:

@@ -17,6 +17,11 @@ refresh, and returns an :class:`~dbt_duckstream.outcome.Outcome`:
   which ran and why;
 * SQL the compiler cannot maintain fails naming the construct and its line, or with
   ``ivm_on_unsupported='full_refresh'`` is recomputed on every run.
+
+A plan is compiled once per model version (:mod:`dbt_duckstream.plans`) when a
+:class:`~dbt_duckstream.plans.PlanCache` is given and the backend keys its plans. The outcome
+keeps where the run's time went (:attr:`Outcome.phases`: look, compile or plan cached, decide,
+build or refresh with the engine's own phases inside, count).
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from dbt_duckstream.configs import config_problem
 from dbt_duckstream.decide import BUILD, FIRST_RUN, Compiled, Decision, Found, decide
 from dbt_duckstream.locate import locate
 from dbt_duckstream.model import MODE_IVM, MODE_RECOMPUTE, ModelError, ModelRequest, State
 from dbt_duckstream.outcome import Outcome
+from dbt_duckstream.plans import CachedPlan, PlanCache
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 
 
@@ -54,14 +60,27 @@ class Backend(Protocol):
     dialect: str  # sqlglot's name of the engine's SQL
     version: str  # duckstream's version, recorded in the state
     executed: list[str]  # the SQL statements run for the model, in order
+    # the engine's phases of the build or refresh (duckstream.refresh.Phase), in order
+    engine_phases: list[Any]
 
-    def look(self, request: ModelRequest) -> Found:
-        """Whether the table exists and the state it was built with."""
+    def look(self, request: ModelRequest, plan: object | None = None) -> Found:
+        """Whether the table exists and the state it was built with; given a cached
+        ``plan``, may read what :meth:`plan_depends` asks of it in the same read."""
         ...
 
     def compile(self, request: ModelRequest) -> tuple[object, Compiled]:
         """The plan of the model (opaque to the core) and what the decision needs of it;
         raises ``UnsupportedSQLError`` / ``ViewSQLError``."""
+        ...
+
+    def plan_key(self, request: ModelRequest) -> str | None:
+        """What the model's plan is compiled from, as a key (:mod:`dbt_duckstream.plans`),
+        from what :meth:`look` read; None: compile every run."""
+        ...
+
+    def plan_depends(self, plan: object) -> object:
+        """What else ``plan`` depends on, read now (e.g. the columns of the tables it reads):
+        a cached plan serves while this is unchanged."""
         ...
 
     def same_layout(self, request: ModelRequest, plan: object) -> bool:
@@ -88,25 +107,38 @@ class Backend(Protocol):
         ...
 
 
-def materialize(backend: Backend, request: ModelRequest) -> Outcome:
-    """Build, rebuild or maintain the table of ``request``; see the module docstring."""
-    started = time.perf_counter()
+def materialize(
+    backend: Backend,
+    request: ModelRequest,
+    plans: PlanCache | None = None,
+    waited: Callable[[], float] = lambda: 0.0,
+) -> Outcome:
+    """Build, rebuild or maintain the table of ``request``; see the module docstring.
+    ``plans``: where compiled plans are kept between runs (None: compile every run);
+    ``waited``: seconds the thread has waited so far for other threads' statements (an
+    engine running one at a time), told apart from the model's own time in its phases."""
+    clock = _Clock(waited)
     problem = config_problem(
         request.name, ivm_on_unsupported=request.on_unsupported, ivm_strategy=request.strategy
     )
     if problem:
         raise ModelError(problem)
-    found = backend.look(request)
+    key = backend.plan_key(request) if plans is not None else None
+    cached = plans.load(request, key) if plans is not None and key is not None else None
+    clock.lap("plan loaded")
+    found = backend.look(request) if cached is None else backend.look(request, cached.plan)
+    clock.lap("look")
     try:
-        plan, compiled = backend.compile(request)
+        plan, compiled = _compile(backend, request, plans, key, cached, clock)
     except UnsupportedSQLError as error:
-        return _done(backend, _unsupported(backend, request, error), started)
+        return _done(backend, _unsupported(backend, request, error), clock)
     except ViewSQLError as error:
         unreadable = UnsupportedSQLError("sql_syntax", str(error))
-        return _done(backend, _unsupported(backend, request, unreadable), started)
+        return _done(backend, _unsupported(backend, request, unreadable), clock)
     decision = decide(
         request, found, compiled, backend.version, lambda: backend.same_layout(request, plan)
     )
+    clock.lap("decide")
     state = State(
         MODE_IVM,
         compiled.plan_hash,
@@ -116,31 +148,65 @@ def materialize(backend: Backend, request: ModelRequest) -> Outcome:
         backend.version,
     )
     if decision.action == BUILD:
-        outcome = _build(backend, request, plan, state, decision)
+        outcome = _build(backend, request, plan, state, decision, clock)
     else:
-        outcome = _refresh(backend, request, plan, state)
-    return _done(backend, outcome, started)
+        outcome = _refresh(backend, request, plan, state, clock)
+    return _done(backend, outcome, clock)
+
+
+def _compile(
+    backend: Backend,
+    request: ModelRequest,
+    plans: PlanCache | None,
+    key: str | None,
+    cached: CachedPlan | None,
+    clock: _Clock,
+) -> tuple[object, Compiled]:
+    """The model's plan: ``cached`` (the one ``plans`` keeps under ``key``) while what else
+    it depends on is unchanged; else compiled (and kept)."""
+    if cached is not None and backend.plan_depends(cached.plan) == cached.depends:
+        clock.lap("plan checked")
+        return cached.plan, cached.compiled
+    plan, compiled = backend.compile(request)
+    clock.lap("compile")
+    if plans is not None and key is not None:
+        plans.store(request, CachedPlan(key, backend.plan_depends(plan), plan, compiled))
+        clock.lap("plan stored")
+    return plan, compiled
 
 
 def _build(
-    backend: Backend, request: ModelRequest, plan: object, state: State, decision: Decision
+    backend: Backend,
+    request: ModelRequest,
+    plan: object,
+    state: State,
+    decision: Decision,
+    clock: _Clock,
 ) -> Outcome:
     backend.build(request, plan, state, replace=decision.replace)
+    clock.lap("build")
     first = decision.reason == FIRST_RUN
+    rows = backend.count(request)
+    clock.lap("count")
     return Outcome(
         action="built" if first else "rebuilt",
         reason="" if first else decision.reason,
-        rows=backend.count(request),
+        rows=rows,
         replaced=decision.replace,
     )
 
 
-def _refresh(backend: Backend, request: ModelRequest, plan: object, state: State) -> Outcome:
+def _refresh(
+    backend: Backend, request: ModelRequest, plan: object, state: State, clock: _Clock
+) -> Outcome:
     done = backend.refresh(request, plan, state)
+    clock.lap("refresh")
     if done.strategy == "none":
         return Outcome(action="up to date", sources=done.sources)
     if done.strategy == "full":
-        return Outcome(action="rebuilt", reason=done.reason, rows=backend.count(request))
+        rows = backend.count(request)
+        clock.lap("count")
+        return Outcome(action="rebuilt", reason=done.reason, rows=rows)
     return Outcome(
         action="incremental",
         reason=done.reason,
@@ -188,7 +254,26 @@ def _where(error: UnsupportedSQLError, request: ModelRequest, dialect: str) -> s
     return f"at line {line} of {path}"
 
 
-def _done(backend: Backend, outcome: Outcome, started: float) -> Outcome:
-    outcome.elapsed_ms = (time.perf_counter() - started) * 1000
+class _Clock:
+    """The phases of one model run, lap by lap: (name, seconds, of them waiting)."""
+
+    def __init__(self, waited: Callable[[], float]) -> None:
+        self.waited = waited
+        self.started = self.last = time.perf_counter()
+        self.first_wait = self.last_wait = waited()
+        self.phases: list[tuple[str, float, float]] = []
+
+    def lap(self, name: str) -> None:
+        now, wait = time.perf_counter(), self.waited()
+        self.phases.append((name, now - self.last, wait - self.last_wait))
+        self.last, self.last_wait = now, wait
+
+
+def _done(backend: Backend, outcome: Outcome, clock: _Clock) -> Outcome:
+    clock.lap("other")
+    outcome.elapsed_ms = (clock.last - clock.started) * 1000
+    outcome.waited_ms = (clock.last_wait - clock.first_wait) * 1000
+    outcome.phases = clock.phases
+    outcome.engine_phases = list(getattr(backend, "engine_phases", []))
     outcome.sql = list(backend.executed)
     return outcome

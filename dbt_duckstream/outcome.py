@@ -11,11 +11,16 @@
 'up to date: no source changes, 5 ms'
 >>> Outcome("rebuilt", reason="model SQL changed", rows=9, elapsed_ms=5).message()
 'rebuilt (model SQL changed): 9 rows, 5 ms'
+>>> Outcome("up to date", elapsed_ms=50, waited_ms=12).message()
+'up to date: no source changes, 50 ms, 12 of them waiting'
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from duckstream.refresh import phases_text
 
 ACTIONS = ("built", "rebuilt", "incremental", "up to date", "recomputed")
 
@@ -38,13 +43,23 @@ class Outcome:
     sources_changed: int = 0
     snapshots: int | None = None  # source snapshots the refresh applied
     elapsed_ms: float = 0.0
+    waited_ms: float = 0.0  # of elapsed_ms: waiting for other models' statements (threads)
     replaced: bool = False  # the table is a new table (grants and docs to apply again)
     warnings: list[str] = field(default_factory=list)
     sql: list[str] = field(default_factory=list)  # the statements the run executed
+    # where the time went: the core's phases (name, seconds, of them waiting for other
+    # models' statements), the engine's inside build or refresh (duckstream.refresh.Phase:
+    # name, seconds, statements; waits included)
+    phases: list[tuple[str, float, float]] = field(default_factory=list)
+    engine_phases: list[Any] = field(default_factory=list)
 
     def message(self) -> str:
-        """One line, e.g. ``incremental: +120 -3 rows from 2 sources, 14 snapshots, 38 ms``."""
+        """One line, e.g. ``incremental: +120 -3 rows from 2 sources, 14 snapshots, 38 ms``;
+        with dbt's threads, the time spent waiting for other models' statements is said
+        (``38 ms, 12 of them waiting``): it is not this model's work."""
         ms = f"{self.elapsed_ms:.0f} ms"
+        if round(self.waited_ms) > 0:
+            ms += f", {self.waited_ms:.0f} of them waiting"
         because = f" ({self.reason})" if self.reason else ""
         if self.action == "up to date":
             return f"up to date: no source changes, {ms}"
@@ -61,6 +76,32 @@ class Outcome:
         if self.rows is not None:
             line += f", {self.rows} rows"
         return f"incremental{because}: {line}, {ms}"
+
+    def add_phase(self, name: str, seconds: float, waited: float = 0.0) -> None:
+        """Count a phase run after the core's (the adapter's): in the time and the phases."""
+        self.elapsed_ms += seconds * 1000
+        self.waited_ms += waited * 1000
+        self.phases.append((name, seconds, waited))
+
+    def profile(self) -> str:
+        """Where the run's time went, for dbt's debug log: the core's phases (waits for
+        other models' statements said), and the engine's inside its build or refresh
+        (statements in parentheses).
+
+        >>> from duckstream.refresh import Phase
+        >>> Outcome("up to date", phases=[("look", 0.0041, 0), ("refresh", 0.0123, 0.002)],
+        ...         engine_phases=[Phase("pin", 0.0042, 3)]).profile()
+        'look 4.1 ms, refresh 12.3 ms (2.0 waiting) [pin 4.2 ms (3)]'
+        """
+        parts = []
+        for name, seconds, waiting in self.phases:
+            part = f"{name} {seconds * 1000:.1f} ms"
+            if waiting * 1000 >= 0.05:
+                part += f" ({waiting * 1000:.1f} waiting)"
+            if name in ("build", "refresh") and self.engine_phases:
+                part += f" [{phases_text(self.engine_phases)}]"
+            parts.append(part)
+        return ", ".join(parts)
 
     def script(self, model: str) -> str:
         """The SQL the run executed, as one script (what ``target/run/`` holds)."""

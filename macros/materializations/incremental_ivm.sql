@@ -43,7 +43,7 @@
 
   {{ run_hooks(post_hooks, inside_transaction=True) }}
   {% do apply_grants(target_relation, grant_config, should_revoke=not outcome['replaced']) %}
-  {% if outcome['replaced'] or adapter.ivm_docs_differ(target_relation, model) %}
+  {% if outcome['docs_differ'] %}
     {% do persist_docs(target_relation, model) %}
   {% endif %}
   {% do adapter.ivm_end_transaction() %}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import threading
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,9 @@ from dbt.adapters.duckstream.ivm import (  # noqa: E402
     read_state,
 )
 from dbt_duckstream import locate as locate_module  # noqa: E402
+from dbt_duckstream.decide import Compiled  # noqa: E402
 from dbt_duckstream.locate import locate  # noqa: E402
+from dbt_duckstream.plans import CachedPlan, PlanCache  # noqa: E402
 from duckstream import UnsupportedSQLError  # noqa: E402
 from duckstream.engines.ducklake import cursors as ducklake_cursors  # noqa: E402
 
@@ -77,6 +80,79 @@ def test_build_then_maintain_then_nothing_to_do(shop) -> None:
     assert differences(shop, request()) == []
     quiet = materialize(shop, request())
     assert quiet.action == "up to date" and quiet.message().startswith("up to date: no source")
+
+
+def phase_names(outcome: Outcome) -> list[str]:
+    return [name for name, *_ in outcome.phases]
+
+
+def feed_counts(con, since: int) -> tuple[int, int]:
+    """Rows inserted into and deleted from dl.main.totals after snapshot ``since``."""
+    (now,) = con.execute("SELECT id FROM ducklake_current_snapshot('dl')").fetchone()
+    args = f"'dl', 'main', 'totals', {since + 1}, {now}"
+    return con.execute(
+        f"SELECT (SELECT count(*) FROM ducklake_table_insertions({args})),"
+        f" (SELECT count(*) FROM ducklake_table_deletions({args}))"
+    ).fetchone()
+
+
+def test_plans_are_compiled_once_per_model_version(shop, tmp_path) -> None:
+    """A plan is compiled when what it is compiled from changed (the model SQL, a source's
+    columns), else read from the cache; every refresh still equals a recomputation, and the
+    counts the log line gives are the table's change feed's."""
+    plans = PlanCache(tmp_path / "plans")
+    first = materialize(shop, request(), plans)
+    assert "compile" in phase_names(first) and "plan stored" in phase_names(first)
+    (cached,) = (tmp_path / "plans").iterdir()
+    for change in (
+        "INSERT INTO dl.main.orders VALUES (4, 'cy', 2), (5, 'ann', 3)",
+        "UPDATE dl.main.orders SET amount = amount + 1 WHERE customer = 'bob'",
+        "DELETE FROM dl.main.orders WHERE customer = 'cy'",
+    ):
+        (since,) = shop.execute("SELECT id FROM ducklake_current_snapshot('dl')").fetchone()
+        shop.execute(change)
+        again = materialize(shop, request(), plans)
+        assert "plan checked" in phase_names(again) and "compile" not in phase_names(again)
+        assert (again.inserted, again.deleted) == feed_counts(shop, since), change
+        # counting leaves the runner its counts: a commit that wrote rows needs no log row
+        assert not [q for q in again.sql if q.startswith("INSERT INTO dl.main._ivm_cursors")]
+        assert differences(shop, request()) == []
+    # a source's columns changed: compiled again (and rebuilt: the source was altered)
+    shop.execute("ALTER TABLE dl.main.orders ADD COLUMN note VARCHAR")
+    shop.execute("INSERT INTO dl.main.orders VALUES (6, 'dee', 4, 'x')")
+    altered = materialize(shop, request(), plans)
+    assert "compile" in phase_names(altered) and differences(shop, request()) == []
+    assert "plan checked" in phase_names(materialize(shop, request(), plans))
+    # edited SQL: compiled again, the model's other plans removed
+    edited = request(TOTALS.replace("GROUP BY", "WHERE amount > 1 GROUP BY"))
+    assert "compile" in phase_names(materialize(shop, edited, plans))
+    assert [p.name for p in (tmp_path / "plans").iterdir()] != [cached.name]
+    assert len(list((tmp_path / "plans").iterdir())) == 1
+    # a file that cannot be read is compiled over
+    (stored,) = (tmp_path / "plans").iterdir()
+    stored.write_bytes(b"not a pickle")
+    shop.execute("INSERT INTO dl.main.orders VALUES (7, 'eve', 9, NULL)")
+    assert "compile" in phase_names(materialize(shop, edited, plans))
+    assert differences(shop, edited) == []
+    # storing a model's plan keeps the plans of a model whose name extends its own
+    dotted = ModelRequest("x", "dl", "main", "totals.x", "SELECT 1 AS x")
+    plans.store(dotted, CachedPlan("f" * 64, [], "plan of totals.x", Compiled("h", [], "")))
+    plans.store(edited, CachedPlan("e" * 64, [], "another plan", Compiled("h", [], "")))
+    assert plans.load(dotted, "f" * 64) is not None
+    assert len(list((tmp_path / "plans").iterdir())) == 2
+
+
+def test_a_cached_plan_is_compiled_again_when_a_view_it_reads_is_redefined(shop, tmp_path):
+    plans = PlanCache(tmp_path / "plans")
+    shop.execute("CREATE VIEW dl.main.big AS SELECT * FROM dl.main.orders WHERE amount > 1")
+    over_view = request("SELECT customer, count(*) AS n FROM dl.main.big GROUP BY customer")
+    assert "compile" in phase_names(materialize(shop, over_view, plans))
+    assert "plan checked" in phase_names(materialize(shop, over_view, plans))
+    shop.execute("CREATE OR REPLACE VIEW dl.main.big AS SELECT * FROM dl.main.orders")
+    redefined = materialize(shop, over_view, plans)
+    assert "compile" in phase_names(redefined)
+    assert redefined.reason == "a view the model reads was redefined"
+    assert differences(shop, over_view) == []
 
 
 def test_ivm_strategy_auto_and_full_say_what_they_chose(shop) -> None:
@@ -289,3 +365,34 @@ def test_one_window_read_per_model_run(shop, monkeypatch) -> None:
         assert not any(s.lstrip().startswith("--") for s in outcome.sql)
         reads.clear()
         assert differences(shop, request()) == []
+
+
+def test_one_database_per_dbt_command(tmp_path) -> None:
+    """With keep_open: false, closing a node's connection (the last one open) leaves the
+    DuckDB database open for the next node; dbt's end of the command closes it."""
+    from dbt.adapters.contracts.connection import Connection
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    from dbt.adapters.duckstream.connections import DuckstreamConnectionManager
+
+    path = str(tmp_path / "dbt.duckdb")
+    credentials = DuckstreamCredentials(database="dbt", schema="main", path=path)
+    credentials.keep_open = False
+
+    def node(name: str) -> object:
+        connection = Connection(type="duckstream", name=name, credentials=credentials)
+        DuckstreamConnectionManager.open(connection)
+        connection.handle.cursor().execute("SELECT 1")
+        database = DuckDBConnectionManager._ENV.conn
+        connection.handle.close()
+        return database
+
+    first, second = node("a"), node("b")
+    assert first is not None and second is first  # not closed and opened again
+    # the manager of a command with no thread connection left (dbt's own need a config)
+    manager = DuckstreamConnectionManager.__new__(DuckstreamConnectionManager)
+    manager.lock, manager.thread_connections = threading.RLock(), {}
+    manager.cleanup_all()
+    assert DuckDBConnectionManager._ENV.conn is None  # closed: the file is free
+    assert node("c") is not None  # and opened again by the next command
+    manager.cleanup_all()

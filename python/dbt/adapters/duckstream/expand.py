@@ -12,7 +12,7 @@ Unqualified tables inside a view resolve in the view's own catalog and schema.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -46,11 +46,17 @@ def expand_views(
     return tree.sql(dialect=dialect)
 
 
+VIEWS = "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
+
+
 def catalog_views(con: Connection) -> dict[ViewKey, str]:
     """Every user view the connection can see, keyed as :func:`expand_views` wants."""
-    rows = con.execute(
-        "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
-    ).fetchall()
+    return views_by_key(con.execute(VIEWS).fetchall())
+
+
+def views_by_key(rows: Iterable[Sequence[str]]) -> dict[ViewKey, str]:
+    """Rows of :data:`VIEWS` (database, schema, view, its ``CREATE VIEW``) keyed as
+    :func:`expand_views` wants."""
     return {(d.lower(), s.lower(), v.lower()): sql for d, s, v, sql in rows}
 
 

@@ -15,8 +15,14 @@ from dbt.adapters.base.meta import available
 from dbt.adapters.duckdb.impl import DuckDBAdapter
 from dbt.adapters.events.logging import AdapterLogger
 
+from dbt.adapters.duckstream import connections
 from dbt.adapters.duckstream.connections import DuckstreamConnectionManager
-from dbt.adapters.duckstream.ivm import DuckLakeBackend, ModelRequest, equivalence_sql
+from dbt.adapters.duckstream.ivm import (
+    DuckLakeBackend,
+    ModelRequest,
+    equivalence_sql,
+    table_comment,
+)
 from dbt_duckstream import hidden
 from dbt_duckstream.adapter import IVMAdapter, get
 from dbt_duckstream.model import state_name
@@ -28,6 +34,9 @@ class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
 
     def _ivm_backend(self) -> DuckLakeBackend:
         return DuckLakeBackend(self._ivm_connection())
+
+    def _ivm_waited(self) -> float:
+        return connections.waited()
 
     def _ivm_equivalence_sql(self, relation: Any, float_digits: int | None) -> str:
         request = ModelRequest(
@@ -81,8 +90,9 @@ class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
         if not relation.identifier:
             return False
         cursor = self.connections.get_thread_connection().handle.cursor()
+        # duckdb_columns(), not duckdb_tables(): see dbt.adapters.duckstream.ivm._existing
         row = cursor.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE database_name = coalesce(?,"
+            "SELECT count(*) FROM duckdb_columns() WHERE database_name = coalesce(?,"
             " current_database()) AND schema_name = coalesce(?, current_schema())"
             " AND table_name = ?",
             [relation.database, relation.schema, state_name(relation.identifier)],
@@ -101,13 +111,8 @@ class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
             return False
         con = self._ivm_connection()
         where = [relation.database, relation.schema, relation.identifier]
-        row = con.execute(
-            "SELECT comment FROM duckdb_tables() WHERE database_name = ? AND schema_name = ?"
-            " AND table_name = ?",
-            where,
-        ).fetchone()
-        if get(config, "relation") and (
-            row is None or (row[0] or "") != (get(model, "description") or "")
+        if get(config, "relation") and (table_comment(con, *where) or "") != (
+            get(model, "description") or ""
         ):
             return True
         if get(config, "columns"):

@@ -25,8 +25,10 @@ DuckLake refuses concurrent commits that modify one table, and dbt runs models i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+import re
+from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
@@ -36,23 +38,26 @@ from sqlglot.errors import SqlglotError
 from dbt.adapters.duckstream.__version__ import version as VERSION
 from dbt.adapters.duckstream.expand import (
     ViewKey,
-    catalog_views,
     expand_views,
     name_outputs,
+    views_by_key,
 )
-from dbt_duckstream import equivalence
+from dbt_duckstream import equivalence, plans
 from dbt_duckstream.decide import Compiled, Found
 from dbt_duckstream.materialize import Refreshed
 from dbt_duckstream.materialize import materialize as materialize_with
 from dbt_duckstream.model import ModelError, ModelRequest, State, plan_hash
 from dbt_duckstream.outcome import Outcome
+from dbt_duckstream.plans import PlanCache
 from duckstream.compiler import compile_ivm
 from duckstream.connection import Connection
+from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import runner as strategy
 from duckstream.engines.ducklake.runner import run_statements
 from duckstream.engines.ducklake.schema import schema_of
 from duckstream.errors import UnsupportedSQLError
 from duckstream.plan import IVMPlan, Naming
+from duckstream.refresh import Phase
 
 __all__ = [
     "DuckLakeBackend",
@@ -65,9 +70,10 @@ __all__ = [
 ]
 
 
-def materialize(con: Connection, request: ModelRequest) -> Outcome:
-    """Build, rebuild or maintain the table of ``request`` (:mod:`dbt_duckstream.materialize`)."""
-    return materialize_with(DuckLakeBackend(con), request)
+def materialize(con: Connection, request: ModelRequest, plans: PlanCache | None = None) -> Outcome:
+    """Build, rebuild or maintain the table of ``request`` (:mod:`dbt_duckstream.materialize`);
+    ``plans``: where its compiled plan is kept between runs."""
+    return materialize_with(DuckLakeBackend(con), request, plans)
 
 
 def _run(con: Connection, statements: list[str], *, opened: bool = False) -> None:
@@ -76,15 +82,74 @@ def _run(con: Connection, statements: list[str], *, opened: bool = False) -> Non
 
 
 class Recording:
-    """``con``, writing down every statement it executes (the SQL a model run ran)."""
+    """``con``, writing down every statement it executes (the SQL a model run ran), and
+    counting the rows its ``INSERT``, ``DELETE`` and ``UPDATE`` statements of the table
+    ``counted`` (lower-cased catalog, schema, name) report: the refresh's changes to the
+    model's table, as DuckDB reports them (an update: a row deleted and one inserted, as
+    DuckLake's change feed lists it), with no read of the table's change feed after the
+    commit."""
 
     def __init__(self, con: Connection, executed: list[str]) -> None:
         self.con = con
         self.executed = executed
+        self.counted: tuple[str, str, str] | None = None
+        self.inserted = self.deleted = 0
 
     def execute(self, query: str, /, *args: Any, **kwargs: Any) -> Any:
         self.executed.append(query)
-        return self.con.execute(query, *args, **kwargs)
+        result = self.con.execute(query, *args, **kwargs)
+        if self.counted is not None:
+            written = _written(query)
+            if written is not None and written[1] == self.counted:
+                row = result.fetchone()  # the statement's row count
+                rows = int(row[0]) if row else 0
+                if written[0] != "DELETE":
+                    self.inserted += rows
+                if written[0] != "INSERT":
+                    self.deleted += rows
+                return Fetched(row)  # the runner reads the count too
+        return result
+
+
+class Fetched:
+    """The result of a statement whose one row was fetched already, fetched again."""
+
+    def __init__(self, row: Any) -> None:
+        self.rows = [] if row is None else [row]
+
+    def fetchone(self) -> Any:
+        return self.rows.pop(0) if self.rows else None
+
+    def fetchall(self) -> list[Any]:
+        rows, self.rows = self.rows, []
+        return rows
+
+
+# The table a DML statement writes: INSERT INTO t, DELETE FROM t, UPDATE t.
+_WRITE = re.compile(
+    r'\s*(?P<kind>INSERT|DELETE|UPDATE)\s+(?:INTO\s+|FROM\s+)?(?P<table>(?:"[^"]*"|[^\s("])+)',
+    re.IGNORECASE,
+)
+
+
+def _written(statement: str) -> tuple[str, tuple[str, str, str]] | None:
+    """What ``statement`` does (INSERT, DELETE, UPDATE) to which table (lower-cased catalog,
+    schema, name), if it writes one.
+
+    >>> _written('INSERT INTO lake.main."Totals" (a) SELECT 1')
+    ('INSERT', ('lake', 'main', 'totals'))
+    >>> _written("DELETE FROM lake.main.t AS x WHERE true"), _written("SELECT 1")
+    (('DELETE', ('lake', 'main', 't')), None)
+    """
+    found = _WRITE.match(statement)
+    if found is None:
+        return None
+    kind, name = found.group("kind"), found.group("table")
+    try:
+        table = exp.to_table(name, dialect="duckdb")
+    except SqlglotError:
+        return None
+    return kind.upper(), (table.catalog.lower(), table.db.lower(), table.name.lower())
 
 
 class DuckLakeBackend:
@@ -99,15 +164,21 @@ class DuckLakeBackend:
         self.executed: list[str] = []
         self.recording = Recording(con, self.executed)
         self.views: dict[ViewKey, str] = {}
-        self.snapshot = 0  # the catalog's snapshot when the run looked
+        self.engine_phases: list[Phase] = []
+        self.read: tuple[list[TableKey], CatalogRead] = ([], CatalogRead(None, set(), {}, []))
+        self.request: ModelRequest | None = None  # the model look() was asked about
 
-    def look(self, request: ModelRequest) -> Found:
-        _require_ducklake(self.con, request)
+    def look(self, request: ModelRequest, plan: object | None = None) -> Found:
+        """In one read transaction: the catalog (is the model's database a DuckLake, do its
+        table and state exist, the views, the columns of the tables ``plan`` reads: what
+        :meth:`plan_depends` asks) in one query, then the state."""
+        sources = _sources(plan) if isinstance(plan, IVMPlan) else []
         with _reading(self.con):
-            names = _existing(self.con, request, [request.identifier, request.state_name])
+            read = _catalog(self.con, request, sources=sources)
+            _require_ducklake(request, read.kind)
+            names = read.tables
             state = _read_state(self.con, request) if request.state_name in names else None
-            self.views = catalog_views(self.con)
-            self.snapshot = _snapshot(self.con, request.database)
+        self.views, self.read, self.request = read.views, (sources, read), request
         return Found(table=request.identifier in names, state=state)
 
     def compile(self, request: ModelRequest) -> tuple[IVMPlan, Compiled]:
@@ -130,6 +201,30 @@ class DuckLakeBackend:
         )
         return plan, Compiled(plan_hash(plan), list(plan.output_columns), view_sql)
 
+    def plan_key(self, request: ModelRequest) -> str:
+        """The model's SQL, where its table and cursors go, and duckstream's code: what
+        :meth:`compile` compiles from, besides what :meth:`plan_depends` reads."""
+        return plans.key_of(
+            "ducklake",
+            request.sql,
+            request.database,
+            request.schema,
+            request.identifier,
+            request.cursors_name,
+            plans.code_version(),
+        )
+
+    def plan_depends(self, plan: object) -> object:
+        """Every view of the catalogs (a view the model reads may be redefined; DuckDB
+        resolves names among them) and the columns (names, types, order) of the tables
+        ``plan`` reads: as :meth:`look` read them for that plan, else read now."""
+        assert isinstance(plan, IVMPlan)
+        sources, read = self.read
+        if sources != _sources(plan):
+            assert self.request is not None, "look() first"
+            read = _catalog(self.con, self.request, sources=_sources(plan))
+        return sorted(read.views.items()), read.columns
+
     def same_layout(self, request: ModelRequest, plan: object) -> bool:
         """Whether the table's columns (names and types, hidden ones included) are those the
         plan creates: then a rebuild can refill the table in place."""
@@ -149,7 +244,9 @@ class DuckLakeBackend:
     def build(self, request: ModelRequest, plan: object, state: State, *, replace: bool) -> None:
         assert isinstance(plan, IVMPlan)
         with_state = _write_state(request, state)
-        strategy.rebuild(self.recording, plan, replace=replace, before_commit=with_state, run=_run)
+        self.engine_phases = strategy.rebuild(
+            self.recording, plan, replace=replace, before_commit=with_state, run=_run
+        )
 
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
         assert isinstance(plan, IVMPlan)
@@ -157,10 +254,11 @@ class DuckLakeBackend:
             self.recording, plan, request.strategy, run=_run, estimate_unchanged=False
         )
         window = pinned.window
+        report = pinned.report
+        self.engine_phases = report.phases
         if window is not None and not pinned.changed:
             strategy.abandon(self.recording)
             return Refreshed("none", sources=len(window.sources))
-        report = pinned.report
         auto = "auto: " if request.strategy == "auto" else ""
         if report.strategy == "full":
             reason = "ivm_strategy full" if request.strategy == "full" else auto + report.reason
@@ -177,8 +275,9 @@ class DuckLakeBackend:
             )
             return Refreshed("full", reason)
         assert window is not None
+        self.recording.counted = _key(request)
         strategy.finish(self.recording, pinned, run=_run)
-        inserted, deleted = _changes(self.con, request, self.snapshot)
+        inserted, deleted = self.recording.inserted, self.recording.deleted
         touched = {
             (source.split(".", 1)[0], snapshot)
             for source, snapshots in window.snapshots.items()
@@ -248,28 +347,29 @@ def _write_state(request: ModelRequest, state: State) -> list[str]:
     ]
 
 
-def _changes(con: Connection, request: ModelRequest, since: int) -> tuple[int, int]:
-    """Rows inserted into and deleted from the table after snapshot ``since``."""
-    now = _snapshot(con, request.database)
-    args = ", ".join(
-        [_literal(request.database), _literal(request.schema), _literal(request.identifier)]
-    )
+def table_comment(con: Connection, catalog: str, schema: str, table: str) -> str | None:
+    """The comment on a table of DuckLake ``catalog`` (None: none, or no such table), from
+    the catalog's metadata tables: ``duckdb_tables()`` would size every table of every
+    catalog first, 150-250 ms after each DuckLake commit."""
+    meta = ducklake_cursors.metadata_database(catalog)
     row = con.execute(
-        f"SELECT (SELECT count(*) FROM ducklake_table_insertions({args}, {since + 1}, {now})),"
-        f" (SELECT count(*) FROM ducklake_table_deletions({args}, {since + 1}, {now}))"
+        f"SELECT g.value FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s"
+        " ON s.schema_id = t.schema_id AND s.end_snapshot IS NULL"
+        f" LEFT JOIN {meta}.ducklake_tag AS g ON g.object_id = t.table_id"
+        " AND g.key = 'comment' AND g.end_snapshot IS NULL"
+        " WHERE t.end_snapshot IS NULL AND s.schema_name = ? AND t.table_name = ?",
+        [schema, table],
     ).fetchone()
-    return int(row[0]), int(row[1])
+    return None if row is None else row[0]
 
 
-def _require_ducklake(con: Connection, request: ModelRequest) -> None:
-    row = con.execute(
-        "SELECT type FROM duckdb_databases() WHERE database_name = ?", [request.database]
-    ).fetchone()
-    if row is None or row[0] != "ducklake":
-        kind = "missing" if row is None else f"of type {row[0]}"
+def _require_ducklake(request: ModelRequest, kind: str | None) -> None:
+    """Refuse a model whose database is not a DuckLake (``kind``: its type, None: missing)."""
+    if kind != "ducklake":
+        what = "missing" if kind is None else f"of type {kind}"
         raise ModelError(
             f"model {request.name}: incremental_ivm keeps its table in a DuckLake catalog, but"
-            f" database {request.database!r} is {kind}. Attach a ducklake: catalog in the"
+            f" database {request.database!r} is {what}. Attach a ducklake: catalog in the"
             " profile and set database (or the model's database config) to its alias."
         )
 
@@ -285,13 +385,74 @@ def _column_types(con: Connection, request: ModelRequest) -> list[tuple[str, str
 
 def _existing(con: Connection, request: ModelRequest, names: list[str]) -> set[str]:
     """Which of the tables ``names`` exist in the model's schema."""
+    return _catalog(con, request, names).tables
+
+
+TableKey = tuple[str, str, str]  # lower-cased catalog, schema, table
+
+
+@dataclass(frozen=True)
+class CatalogRead:
+    """What one read of the catalog found (:func:`_catalog`)."""
+
+    kind: str | None  # the type of the model's database; None: not attached
+    tables: set[str]  # which of the tables asked for exist in the model's schema
+    views: dict[ViewKey, str]  # every view, keyed as expand_views wants
+    columns: list[tuple[str, ...]]  # of the tables asked for: catalog, schema, table, column, type
+
+
+def _catalog(
+    con: Connection,
+    request: ModelRequest,
+    names: list[str] | None = None,
+    sources: Sequence[TableKey] = (),
+) -> CatalogRead:
+    """One read of the catalog: the type of the model's database, which of the tables
+    ``names`` (default: the model's table and its state) exist in its schema, every view
+    (:func:`~dbt.adapters.duckstream.expand.catalog_views`), and the columns of the tables
+    ``sources`` (in order, ``_ivm_*`` columns left out as
+    :func:`~duckstream.engines.ducklake.schema.schema_of` leaves them out).
+
+    Tables are read from ``duckdb_columns()``, not ``duckdb_tables()``: after each DuckLake
+    commit the first ``duckdb_tables()`` costs 150-250 ms (it sizes every table of the
+    catalog), and each model of a dbt run commits; ``duckdb_columns()`` costs a few ms."""
+    names = names or [request.identifier, request.state_name]
     marks = ", ".join("?" for _ in names)
-    rows = con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = ?"
-        f" AND table_name IN ({marks})",
-        [request.database, request.schema, *names],
-    ).fetchall()
-    return {name for (name,) in rows}
+    where = "database_name = ? AND schema_name = ?"
+    query = (
+        "SELECT 'database', NULL, NULL, NULL, NULL, type, 0 FROM duckdb_databases()"
+        " WHERE database_name = ? UNION ALL"
+        " SELECT DISTINCT 'table', NULL, NULL, table_name, NULL, NULL, 0 FROM duckdb_columns()"
+        f" WHERE {where} AND table_name IN ({marks}) AND table_name NOT IN"
+        f" (SELECT view_name FROM duckdb_views() WHERE {where}) UNION ALL"
+        " SELECT 'view', database_name, schema_name, view_name, sql, NULL, 0 FROM duckdb_views()"
+        " WHERE NOT internal"
+    )
+    parameters = [request.database, request.database, request.schema, *names]
+    parameters += [request.database, request.schema]
+    if sources:
+        keys = ", ".join("(?, ?, ?)" for _ in sources)
+        query += (
+            " UNION ALL SELECT 'column', c.database_name, c.schema_name, c.table_name,"
+            " c.column_name, c.data_type, c.column_index FROM duckdb_columns() AS c"
+            f" JOIN (VALUES {keys}) AS w(d, s, t) ON lower(c.database_name) = w.d"
+            " AND lower(c.schema_name) = w.s AND lower(c.table_name) = w.t"
+            " WHERE NOT starts_with(c.column_name, '_ivm_')"
+        )
+        parameters += [part for key in sources for part in key]
+    rows = con.execute(query, parameters).fetchall()
+    columns = sorted((r[1:4], r[6], r[4], r[5]) for r in rows if r[0] == "column")
+    return CatalogRead(
+        kind=next((r[5] for r in rows if r[0] == "database"), None),
+        tables={r[3] for r in rows if r[0] == "table"},
+        views=views_by_key([r[1:5] for r in rows if r[0] == "view"]),
+        columns=[(*table, name, kind) for table, _, name, kind in columns],
+    )
+
+
+def _sources(plan: IVMPlan) -> list[TableKey]:
+    """The tables ``plan`` reads, as :func:`_catalog` asks for them."""
+    return sorted({(s.catalog.lower(), s.schema.lower(), s.table.lower()) for s in plan.sources})
 
 
 @contextmanager
@@ -304,9 +465,9 @@ def _reading(con: Connection) -> Generator[None]:
         con.execute("ROLLBACK")
 
 
-def _snapshot(con: Connection, catalog: str) -> int:
-    row = con.execute(f"SELECT id FROM ducklake_current_snapshot({_literal(catalog)})")
-    return int(row.fetchone()[0])
+def _key(request: ModelRequest) -> tuple[str, str, str]:
+    """The model's table as :func:`_written` names tables."""
+    return (request.database.lower(), request.schema.lower(), request.identifier.lower())
 
 
 def _table(request: ModelRequest) -> str:

@@ -80,11 +80,12 @@ class IcebergBackend:
         self.executed: list[str] = []
         self.recording: Any = Recording(spark, self.executed)
         self.catalog = current_catalog(spark)
+        self.engine_phases: list[Any] = []
 
     def table(self, request: ModelRequest) -> str:
         return _fqn(self.catalog, request.schema, request.identifier)
 
-    def look(self, request: ModelRequest) -> Found:
+    def look(self, request: ModelRequest, plan: object | None = None) -> Found:
         table = self.table(request)
         if not self.spark.catalog.tableExists(table):
             return Found(table=False)
@@ -102,6 +103,14 @@ class IcebergBackend:
             schema=schema_of(self.spark, request.sql, catalog=self.catalog, schema=request.schema),
         )
         return plan, Compiled(plan_hash(plan), list(plan.output_columns), request.sql)
+
+    def plan_key(self, request: ModelRequest) -> str | None:
+        """None: the plan is compiled every run (Spark's own costs dwarf the compile's;
+        unmeasured, so not cached yet)."""
+        return None
+
+    def plan_depends(self, plan: object) -> object:
+        return None
 
     def same_layout(self, request: ModelRequest, plan: object) -> bool:
         """Whether the table's columns (names and types, hidden ones included) are those the
