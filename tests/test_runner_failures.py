@@ -210,7 +210,10 @@ class State:
         exists = con.execute(
             "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'dl' AND table_name = 'mv'"
         ).fetchone()[0]
-        rows = sorted(con.execute(f"SELECT * FROM {MV}").fetchall()) if exists else None
+        # a bag view's _ivm_row numbers its rows in whatever order DuckDB's threads insert
+        # them: equal views may number them apart
+        columns = f"SELECT COLUMNS(c -> c <> '_ivm_row') FROM {MV}"
+        rows = sorted(con.execute(columns).fetchall()) if exists else None
         cursors = ducklake_cursors.read(con, "dl", MV) if exists else None
         return cls(rows, cursors, current_snapshot(con, "dl"))
 
