@@ -12,13 +12,9 @@ import sqlglot
 
 from duckstream import compile_ivm
 from duckstream.engines.ducklake.runner import refresh as duckdb_refresh
-from duckstream.engines.iceberg.estimate import (
-    Snapshot,
-    SparkPolicy,
-    TableLog,
-    estimate_window,
-    metadata_query,
-)
+from duckstream.engines.iceberg.estimate import SparkPolicy, estimate_window
+from duckstream.engines.iceberg.window import Snapshot, TableLog
+from duckstream.plan import PinWindow
 from duckstream.refresh import SourceEstimate, decide
 
 MV, T, U = "lake.db.mv", "lake.db.t", "other.s.u"
@@ -54,8 +50,8 @@ def _source(rows: int, *window: tuple[int, str, dict]) -> TableLog:
 def test_sources_are_read_from_the_plans_cursor_properties() -> None:
     plan = _plan()
     assert plan.tables == [T, U]
-    query = metadata_query([plan.mv_table, *plan.tables])
-    assert query.count("UNION ALL") == 2 and f"FROM {U}.snapshots" in query
+    spec = next(s.spec for s in plan.steps["maintain"] if isinstance(s, PinWindow))
+    assert spec.view == MV and [s.table for s in spec.sources] == [T, U]
 
 
 def test_append_counts_the_added_rows() -> None:

@@ -33,16 +33,16 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.changed_0 = <its value>;
 SET duckstream.dl_main_mv.changed = <its value>;
--- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0
       THEN raise_error('duckstream: rebuild required: the cursor snapshot of dl.main.orders is no longer in its history: expired, or the table was re-created, replaced or rolled back')
     WHEN (SELECT min_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries WHERE latest_snapshot_id = ${duckstream.dl_main_mv.cursor_0}) <> (SELECT max_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries)
       THEN raise_error('duckstream: rebuild required: the schema of dl.main.orders changed')
   END AS `dl.main.orders`;
+-- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 CALL dl.system.create_changelog_view(table => 'main.orders', options => map('start-snapshot-id', '${duckstream.dl_main_mv.cursor_0}', 'end-snapshot-id', '${duckstream.dl_main_mv.end_0}'), changelog_view => '_ivm_dl_main_mv_changelog_0');
-CACHE LAZY TABLE _ivm_dl_main_mv_delta AS SELECT _ivm_g0, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_count FROM (SELECT large.customer AS _ivm_g0, large._ivm_mult AS _ivm_mult FROM (SELECT orders.customer AS customer, orders.amount AS amount, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0}) AND orders.amount >= 10) AS large WHERE (${duckstream.dl_main_mv.changed_0})) AS _ivm_net GROUP BY _ivm_g0;
-CACHE LAZY TABLE _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_delta AS SELECT _ivm_g0, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_count FROM (SELECT large.customer AS _ivm_g0, large._ivm_mult AS _ivm_mult FROM (SELECT orders.customer AS customer, orders.amount AS amount, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0}) AND orders.amount >= 10) AS large WHERE (${duckstream.dl_main_mv.changed_0})) AS _ivm_net GROUP BY _ivm_g0;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 MERGE INTO dl.main.mv AS _ivm_t
 USING (SELECT NULL AS `customer`, NULL AS `n`, NULL AS `_ivm_count`, _ivm_k.`customer` AS _ivm_key0, true AS _ivm_del FROM (SELECT customer FROM _ivm_dl_main_mv_new) AS _ivm_k

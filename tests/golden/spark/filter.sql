@@ -33,15 +33,15 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.changed_0 = <its value>;
 SET duckstream.dl_main_mv.changed = <its value>;
--- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0
       THEN raise_error('duckstream: rebuild required: the cursor snapshot of dl.main.orders is no longer in its history: expired, or the table was re-created, replaced or rolled back')
     WHEN (SELECT min_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries WHERE latest_snapshot_id = ${duckstream.dl_main_mv.cursor_0}) <> (SELECT max_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries)
       THEN raise_error('duckstream: rebuild required: the schema of dl.main.orders changed')
   END AS `dl.main.orders`;
+-- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 CALL dl.system.create_changelog_view(table => 'main.orders', options => map('start-snapshot-id', '${duckstream.dl_main_mv.cursor_0}', 'end-snapshot-id', '${duckstream.dl_main_mv.end_0}'), changelog_view => '_ivm_dl_main_mv_changelog_0');
-CACHE LAZY TABLE _ivm_dl_main_mv_delta AS SELECT *, ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_id FROM (SELECT id, amount, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_mult FROM (SELECT orders.id AS id, orders.amount AS amount, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0}) AND (orders.amount >= 10 AND orders.customer <> 2)) AS _ivm_d GROUP BY id, amount HAVING SUM(_ivm_mult) <> 0) AS _ivm_n;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_delta AS SELECT *, ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_id FROM (SELECT id, amount, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_mult FROM (SELECT orders.id AS id, orders.amount AS amount, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0}) AND (orders.amount >= 10 AND orders.customer <> 2)) AS _ivm_d GROUP BY id, amount HAVING SUM(_ivm_mult) <> 0) AS _ivm_n;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 MERGE INTO dl.main.mv AS _ivm_t
 USING (SELECT NULL AS `id`, NULL AS `amount`, NULL AS `_ivm_row`, _ivm_k.`_ivm_row` AS _ivm_key0, true AS _ivm_del FROM (SELECT _ivm_row FROM (SELECT m._ivm_row, -d._ivm_mult AS _ivm_k, ROW_NUMBER() OVER (PARTITION BY d._ivm_id ORDER BY m._ivm_row NULLS LAST) AS _ivm_rn FROM dl.main.mv AS m JOIN _ivm_dl_main_mv_delta AS d ON m.id IS NOT DISTINCT FROM d.id AND m.amount IS NOT DISTINCT FROM d.amount WHERE d._ivm_mult < 0) AS _ivm_x WHERE _ivm_rn <= _ivm_k) AS _ivm_k

@@ -45,6 +45,7 @@ from duckstream.engines.iceberg.runner import (
     setup,
 )
 from duckstream.engines.iceberg.schema import schema_of
+from duckstream.engines.iceberg.window import read_logs
 from duckstream.plan import IVMPlan, Naming
 
 if TYPE_CHECKING:
@@ -129,8 +130,10 @@ class IcebergBackend:
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
         assert isinstance(plan, IVMPlan)
         reason = ""
+        # One read of the tables' metadata: the estimate's and the pin's (no Spark job)
+        logs = read_logs(self.spark, plan.mv_table, plan.tables)
         if request.strategy in ("auto", "full"):
-            report = choose(self.recording, plan)
+            report = choose(self.recording, plan, logs=logs)
             unchanged = report.strategy == "incremental" and not any(
                 s.changed for s in report.sources.values()
             )
@@ -141,7 +144,7 @@ class IcebergBackend:
             reason = f"auto: {report.reason}" if request.strategy == "auto" else ""
         check_not_cached(self.spark, plan)
         try:
-            values = run_steps(self.recording, plan.steps["maintain"])
+            values = run_steps(self.recording, plan.steps["maintain"], logs=logs)
         except RebuildRequired as error:
             return self._rebuild(request, plan, state, error.reason)
         changed, sources = changed_sources(values)

@@ -18,18 +18,19 @@ What differs from DuckDB + DuckLake, and how this engine deals with it:
 - **Change feed.** ``CALL <catalog>.system.create_changelog_view`` between the cursor
   (exclusive) and the pinned end snapshot (inclusive); it removes copy-on-write carry-over
   rows. Old and new states are ``VERSION AS OF <snapshot>``. Iceberg snapshots are per table,
-  so each source gets its own pinned end snapshot.
+  so each source gets its own pinned end snapshot. The runner pins the same window from the
+  tables' metadata without a Spark job, and reads a window of appends only with Iceberg's
+  incremental append scan instead of the changelog (:mod:`.window`).
 - **Where Iceberg has no change feed** the refresh stops with ``duckstream: rebuild required:
   ...`` instead of guessing: a cursor snapshot that was expired, a source that was replaced
   (``CREATE OR REPLACE``, rollback: its ancestry no longer contains the cursor) or whose
   schema changed (checked in SQL), and a source holding delete files (merge-on-read):
   Iceberg's changelog refuses every window of such a table until its delete files are
-  compacted away, failing the refresh before anything is committed (the runner reports that
-  error the same way). Rebuilding is running ``initialize_cursors`` again.
-- **Lazy temp views.** Spark would recompute a temp view (and re-read the changelog) at every
-  read, so the sinks' intermediate results are ``CACHE LAZY TABLE``: computed once, by the
-  first statement that reads them. Every temp view is dropped at the end
-  (:class:`~duckstream.plan.Cleanup`, run also after a failure).
+  compacted away. Rebuilding is running ``initialize_cursors`` again.
+- **Temp views.** The sinks' intermediate results are plain temp views, read by the one
+  statement that writes the view's table (Spark plans them into it; a cache would cost jobs
+  of its own). Every temp view is dropped at the end (:class:`~duckstream.plan.Cleanup`, run
+  also after a failure).
 
 Rendered as text (``IVMPlan.maintain``), a Spark plan is for people: Spark SQL cannot set a
 variable from a query, so a value query is followed by the ``SET`` lines it stands for, and
@@ -54,6 +55,13 @@ from duckstream.engines.iceberg.dialect import (
     variable,
 )
 from duckstream.engines.iceberg.unsupported import check_view, check_written
+from duckstream.engines.iceberg.window import (
+    CURSOR_PROPERTY,
+    REBUILD,
+    SnapshotPin,
+    WindowPin,
+    WindowSource,
+)
 from duckstream.plan import (
     Applied,
     Begin,
@@ -69,7 +77,6 @@ from duckstream.plan import (
     StopUnless,
 )
 
-CURSOR_PROPERTY = "duckstream.cursor."
 # Spark 3.5 takes an Iceberg table read at two snapshots for the same plan (``sameResult``
 # ignores the snapshot), so its optimizer rule RemoveNoopUnion keeps only one of
 # ``SELECT k FROM t VERSION AS OF a UNION SELECT k FROM t VERSION AS OF b``: the rows only the
@@ -78,16 +85,16 @@ CURSOR_PROPERTY = "duckstream.cursor."
 # rule, an optimization only, excluded (tests/spark/test_session.py shows the bug).
 EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 NOOP_UNION = "org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion"
-REBUILD = "duckstream: rebuild required: "
 _ALIAS = re.compile(r"AS `(duckstream\.[^`]+)`")
 
 
 @functools.lru_cache(maxsize=4096)
 def _create_temp(step: CreateTemp) -> str:
-    """Rendered once per step (by identity). LAZY: computed once, by the first statement that
-    reads it, then reused."""
+    """Rendered once per step (by identity). A plain temp view: the one statement that writes
+    the view's table reads it (the apply), so nothing is worth caching, and a cache costs
+    jobs of its own."""
     table, query = step.table.sql(dialect=DIALECT), step.query.sql(dialect=DIALECT)
-    return f"CACHE LAZY TABLE {table} AS {query}"
+    return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS {query}"
 
 
 def value_query(step: PinSnapshot | PinWindow | SetValues) -> str:
@@ -116,7 +123,10 @@ def render(step: Step) -> list[str]:
         lines = "\n".join(f"-- {line}" for line in query.splitlines())
         # the script's joiner ends the last statement
         sets = ";\n".join(f"SET {name} = <its value>" for name in names)
-        return [f"-- the values below are the one row of:\n{lines}\n{sets}"]
+        values = f"-- the values below are the one row of:\n{lines}\n{sets}"
+        if isinstance(step, PinWindow) and isinstance(step.spec, WindowPin):
+            return [values, step.spec.check]
+        return [values]
     if isinstance(step, StopUnless):
         return [f"-- stop here (run only the clean-up) unless {step.value} is true"]
     if isinstance(step, CommitWith):
@@ -234,7 +244,8 @@ class IcebergEngine(Engine):
             outer.append(f"e{s.index} AS {quoted(self._key(f'end_{s.index}'))}")
             outer.append(f"e{s.index} AS {quoted(self._key(f'cursor_{s.index}'))}")
         pin = "SELECT " + ",\n  ".join(outer) + "\nFROM (SELECT " + ", ".join(inner) + ") AS pinned"
-        return [PinSnapshot(pin)]
+        spec = SnapshotPin(self._key(""), tuple((s.fqn, s.index) for s in self.sources))
+        return [PinSnapshot(pin, spec)]
 
     def _mv_cursors(self) -> str:
         """The summary of the MV's current snapshot, or of its latest ancestor that changed
@@ -272,8 +283,16 @@ class IcebergEngine(Engine):
             + ",\n    ".join(inner)
             + f"\n  FROM ({self._mv_cursors()}) AS mv) AS pinned"
         )
-        statements: list[Step] = [PinWindow(pin), StopUnless(self._value("changed"))]
-        statements.append(Sql(self._check_window()))
+        spec = WindowPin(
+            query=pin,
+            check=self._check_window(),
+            view=self.tgt.fqn,
+            prefix=self._key(""),
+            sources=tuple(
+                WindowSource(s.fqn, s.index, self._changelog(s).name) for s in self.sources
+            ),
+        )
+        statements: list[Step] = [PinWindow(spec), StopUnless(self._value("changed"))]
         for s in self.sources:
             options = (
                 f"map('start-snapshot-id', '{self._cursor(s)}',"
