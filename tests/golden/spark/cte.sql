@@ -2,7 +2,7 @@
 -- features: aggregate, count, derived_table, filter, project
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, _ivm_r._ivm_count AS n, _ivm_r._ivm_count FROM (SELECT large.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count FROM (SELECT orders.customer AS customer, orders.amount AS amount FROM dl.main.orders AS orders WHERE orders.amount >= 10) AS large WHERE FALSE GROUP BY large.customer) AS _ivm_r LIMIT 0;
@@ -17,7 +17,6 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 INSERT OVERWRITE TABLE dl.main.mv (customer, n, _ivm_count) SELECT _ivm_r.customer AS customer, _ivm_r._ivm_count AS n, _ivm_r._ivm_count FROM (SELECT large.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count FROM (SELECT orders.customer AS customer, orders.amount AS amount FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders WHERE orders.amount >= 10) AS large GROUP BY large.customer) AS _ivm_r WHERE _ivm_r._ivm_count > 0;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -51,7 +50,6 @@ USING (SELECT NULL AS `customer`, NULL AS `n`, NULL AS `_ivm_count`, _ivm_k.`cus
 ON _ivm_s._ivm_del AND _ivm_t.`customer` <=> _ivm_s._ivm_key0
 WHEN MATCHED THEN DELETE
 WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`customer`, `n`, `_ivm_count`) VALUES (_ivm_s.`customer`, _ivm_s.`n`, _ivm_s.`_ivm_count`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_new;

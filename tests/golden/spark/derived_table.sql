@@ -2,7 +2,7 @@
 -- features: aggregate, derived_table, filter, project
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_v.customer, _ivm_v.total, CAST(0 AS BIGINT) AS _ivm_row FROM (SELECT t.customer AS customer, t.total AS total FROM (SELECT orders.customer AS customer, SUM(orders.amount) AS total FROM dl.main.orders AS orders GROUP BY orders.customer) AS t WHERE t.total > 15) AS _ivm_v WHERE FALSE LIMIT 0;
@@ -17,7 +17,6 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 INSERT OVERWRITE TABLE dl.main.mv (customer, total, _ivm_row) SELECT _ivm_v.customer, _ivm_v.total, (SELECT COALESCE(MAX(_ivm_row), 0) FROM dl.main.mv) + ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_row FROM (SELECT t.customer AS customer, t.total AS total FROM (SELECT orders.customer AS customer, SUM(orders.amount) AS total FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders GROUP BY orders.customer) AS t WHERE t.total > 15) AS _ivm_v;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -50,7 +49,6 @@ USING (SELECT NULL AS `customer`, NULL AS `total`, NULL AS `_ivm_row`, _ivm_k.`_
 ON _ivm_s._ivm_del AND _ivm_t.`_ivm_row` <=> _ivm_s._ivm_key0
 WHEN MATCHED THEN DELETE
 WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`customer`, `total`, `_ivm_row`) VALUES (_ivm_s.`customer`, _ivm_s.`total`, _ivm_s.`_ivm_row`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;
 

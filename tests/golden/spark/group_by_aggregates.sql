@@ -2,7 +2,7 @@
 -- features: aggregate, avg, count, max, min, sum
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END AS total, _ivm_r._ivm_count AS n, _ivm_r._ivm_a2 AS counted, CASE WHEN _ivm_r._ivm_a3_n > 0 THEN ROUND(_ivm_r._ivm_a3 / NULLIF(_ivm_r._ivm_a3_n, 0), CASE WHEN TYPEOF(_ivm_r._ivm_a3) LIKE 'decimal(%' THEN CAST(REGEXP_EXTRACT(TYPEOF(_ivm_r._ivm_a3), '([0-9]+)[)]$') AS INT) + 4 ELSE 300 END) END AS mean, _ivm_r._ivm_a4 AS lowest, _ivm_r._ivm_a5 AS highest, _ivm_r._ivm_count, _ivm_r._ivm_a0, _ivm_r._ivm_a0_n, _ivm_r._ivm_a2, _ivm_r._ivm_a3, _ivm_r._ivm_a3_n, _ivm_r._ivm_a4, _ivm_r._ivm_a5 FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n, COUNT(orders.amount) AS _ivm_a2, SUM(orders.amount) AS _ivm_a3, COUNT(orders.amount) AS _ivm_a3_n, MIN(orders.amount) AS _ivm_a4, MAX(orders.amount) AS _ivm_a5 FROM dl.main.orders AS orders WHERE FALSE GROUP BY orders.customer) AS _ivm_r LIMIT 0;
@@ -17,7 +17,6 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 INSERT OVERWRITE TABLE dl.main.mv (customer, total, n, counted, mean, lowest, highest, _ivm_count, _ivm_a0, _ivm_a0_n, _ivm_a2, _ivm_a3, _ivm_a3_n, _ivm_a4, _ivm_a5) SELECT _ivm_r.customer AS customer, CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END AS total, _ivm_r._ivm_count AS n, _ivm_r._ivm_a2 AS counted, CASE WHEN _ivm_r._ivm_a3_n > 0 THEN ROUND(_ivm_r._ivm_a3 / NULLIF(_ivm_r._ivm_a3_n, 0), CASE WHEN TYPEOF(_ivm_r._ivm_a3) LIKE 'decimal(%' THEN CAST(REGEXP_EXTRACT(TYPEOF(_ivm_r._ivm_a3), '([0-9]+)[)]$') AS INT) + 4 ELSE 300 END) END AS mean, _ivm_r._ivm_a4 AS lowest, _ivm_r._ivm_a5 AS highest, _ivm_r._ivm_count, _ivm_r._ivm_a0, _ivm_r._ivm_a0_n, _ivm_r._ivm_a2, _ivm_r._ivm_a3, _ivm_r._ivm_a3_n, _ivm_r._ivm_a4, _ivm_r._ivm_a5 FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n, COUNT(orders.amount) AS _ivm_a2, SUM(orders.amount) AS _ivm_a3, COUNT(orders.amount) AS _ivm_a3_n, MIN(orders.amount) AS _ivm_a4, MAX(orders.amount) AS _ivm_a5 FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders GROUP BY orders.customer) AS _ivm_r WHERE _ivm_r._ivm_count > 0;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -55,7 +54,6 @@ USING (SELECT NULL AS `customer`, NULL AS `total`, NULL AS `n`, NULL AS `counted
 ON _ivm_s._ivm_del AND _ivm_t.`customer` <=> _ivm_s._ivm_key0
 WHEN MATCHED THEN DELETE
 WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`customer`, `total`, `n`, `counted`, `mean`, `lowest`, `highest`, `_ivm_count`, `_ivm_a0`, `_ivm_a0_n`, `_ivm_a2`, `_ivm_a3`, `_ivm_a3_n`, `_ivm_a4`, `_ivm_a5`) VALUES (_ivm_s.`customer`, _ivm_s.`total`, _ivm_s.`n`, _ivm_s.`counted`, _ivm_s.`mean`, _ivm_s.`lowest`, _ivm_s.`highest`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a0`, _ivm_s.`_ivm_a0_n`, _ivm_s.`_ivm_a2`, _ivm_s.`_ivm_a3`, _ivm_s.`_ivm_a3_n`, _ivm_s.`_ivm_a4`, _ivm_s.`_ivm_a5`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_new;

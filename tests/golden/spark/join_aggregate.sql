@@ -2,7 +2,7 @@
 -- features: aggregate, count, join, sum
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, _ivm_r.region AS region, _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT o.customer AS customer, c.region AS region, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(o.amount) AS _ivm_a1, COUNT(o.amount) AS _ivm_a1_n FROM dl.main.orders AS o JOIN dl.main.customers AS c ON o.customer = c.id WHERE FALSE GROUP BY o.customer, c.region) AS _ivm_r LIMIT 0;
@@ -21,7 +21,6 @@ SET duckstream.dl_main_mv.end_1 = <its value>;
 SET duckstream.dl_main_mv.cursor_1 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}, duckstream.cursor.dl.main.customers = ${duckstream.dl_main_mv.end_1}
 INSERT OVERWRITE TABLE dl.main.mv (customer, region, n, total, _ivm_count, _ivm_a1, _ivm_a1_n) SELECT _ivm_r.customer AS customer, _ivm_r.region AS region, _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT o.customer AS customer, c.region AS region, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(o.amount) AS _ivm_a1, COUNT(o.amount) AS _ivm_a1_n FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.end_1}) AS c ON o.customer = c.id GROUP BY o.customer, c.region) AS _ivm_r WHERE _ivm_r._ivm_count > 0;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -70,7 +69,6 @@ USING (SELECT NULL AS `customer`, NULL AS `region`, NULL AS `n`, NULL AS `total`
 ON _ivm_s._ivm_del AND _ivm_t.`customer` <=> _ivm_s._ivm_key0 AND _ivm_t.`region` <=> _ivm_s._ivm_key1
 WHEN MATCHED THEN DELETE
 WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`customer`, `region`, `n`, `total`, `_ivm_count`, `_ivm_a1`, `_ivm_a1_n`) VALUES (_ivm_s.`customer`, _ivm_s.`region`, _ivm_s.`n`, _ivm_s.`total`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a1`, _ivm_s.`_ivm_a1_n`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_1;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;

@@ -2,7 +2,7 @@
 -- features: join, project
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_v.id, _ivm_v.region, _ivm_v.manager, CAST(0 AS BIGINT) AS _ivm_row FROM (SELECT o.id AS id, c.region AS region, r.manager AS manager FROM dl.main.orders AS o JOIN dl.main.customers AS c ON o.customer = c.id JOIN dl.main.regions AS r ON c.region = r.name) AS _ivm_v WHERE FALSE LIMIT 0;
@@ -25,7 +25,6 @@ SET duckstream.dl_main_mv.end_2 = <its value>;
 SET duckstream.dl_main_mv.cursor_2 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}, duckstream.cursor.dl.main.customers = ${duckstream.dl_main_mv.end_1}, duckstream.cursor.dl.main.regions = ${duckstream.dl_main_mv.end_2}
 INSERT OVERWRITE TABLE dl.main.mv (id, region, manager, _ivm_row) SELECT _ivm_v.id, _ivm_v.region, _ivm_v.manager, (SELECT COALESCE(MAX(_ivm_row), 0) FROM dl.main.mv) + ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_row FROM (SELECT o.id AS id, c.region AS region, r.manager AS manager FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.end_1}) AS c ON o.customer = c.id JOIN (SELECT * FROM dl.main.regions VERSION AS OF ${duckstream.dl_main_mv.end_2}) AS r ON c.region = r.name) AS _ivm_v;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}), ('dl.main.regions', ${duckstream.dl_main_mv.end_2}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -88,7 +87,6 @@ USING (SELECT NULL AS `id`, NULL AS `region`, NULL AS `manager`, NULL AS `_ivm_r
 ON _ivm_s._ivm_del AND _ivm_t.`_ivm_row` <=> _ivm_s._ivm_key0
 WHEN MATCHED THEN DELETE
 WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`id`, `region`, `manager`, `_ivm_row`) VALUES (_ivm_s.`id`, _ivm_s.`region`, _ivm_s.`manager`, _ivm_s.`_ivm_row`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}), ('dl.main.regions', ${duckstream.dl_main_mv.end_2}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_1;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_2;

@@ -2,7 +2,7 @@
 -- features: aggregate, count, sum
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.`Group` AS `Group`, _ivm_r._ivm_count AS N, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS Summe, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT `größe`.`group` AS `Group`, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(`größe`.`maß`) AS _ivm_a1, COUNT(`größe`.`maß`) AS _ivm_a1_n FROM dl.main.`Größe` AS `größe` WHERE FALSE GROUP BY `größe`.`group`) AS _ivm_r LIMIT 0;
@@ -17,7 +17,6 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.Größe = ${duckstream.dl_main_mv.end_0}
 INSERT OVERWRITE TABLE dl.main.mv (`Group`, `N`, `Summe`, _ivm_count, _ivm_a1, _ivm_a1_n) SELECT _ivm_r.`Group` AS `Group`, _ivm_r._ivm_count AS N, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS Summe, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT `größe`.`group` AS `Group`, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(`größe`.`maß`) AS _ivm_a1, COUNT(`größe`.`maß`) AS _ivm_a1_n FROM (SELECT * FROM dl.main.`Größe` VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS `größe` GROUP BY `größe`.`group`) AS _ivm_r WHERE _ivm_r._ivm_count > 0;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.Größe', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -51,7 +50,6 @@ USING (SELECT NULL AS `Group`, NULL AS `N`, NULL AS `Summe`, NULL AS `_ivm_count
 ON _ivm_s._ivm_del AND _ivm_t.`Group` <=> _ivm_s._ivm_key0
 WHEN MATCHED THEN DELETE
 WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`Group`, `N`, `Summe`, `_ivm_count`, `_ivm_a1`, `_ivm_a1_n`) VALUES (_ivm_s.`Group`, _ivm_s.`N`, _ivm_s.`Summe`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a1`, _ivm_s.`_ivm_a1_n`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.Größe', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_new;

@@ -16,9 +16,9 @@ with duckstream's Spark runner (:mod:`duckstream.engines.iceberg.runner`):
 The state (:class:`dbt_duckstream.model.State`) lives in table properties of the model's table
 (``duckstream.*``; the model SQL base64-encoded). Setting them commits no Iceberg snapshot, so
 they never disturb the cursors (kept in the table's snapshot summaries) nor models reading
-the table. Cursors are mirrored in ``_ivm_cursors__<model>`` (one per model: dbt runs models
-in parallel threads). Spark has no multi-statement transactions: a build writes its state
-after the commit that fills the table.
+the table. There is no cursors table on Iceberg (a ``recompute`` drops the
+``_ivm_cursors__<model>`` mirror earlier versions kept). Spark has no multi-statement
+transactions: a build writes its state after the commit that fills the table.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ What differs from DuckDB + DuckLake, and how this engine deals with it:
 - **No multi-statement transactions.** Every statement commits one table. The view's cursors
   therefore travel *inside the MV's own commit*: the one statement that changes the MV (an
   ``INSERT OVERWRITE`` when populating, a ``MERGE INTO`` when maintaining) carries them as
-  Iceberg snapshot properties ``duckstream.cursor.<source> = <snapshot id>``. The cursors
-  table is a mirror written right after; when the two disagree (a crash in between), the MV's
-  snapshot properties are the truth, and every refresh reads them from there.
+  Iceberg snapshot properties ``duckstream.cursor.<source> = <snapshot id>``, and every
+  refresh reads them from there. There is no cursors table (``create_cursors_table`` is a
+  ``SELECT`` saying where they are): a copy in a second table could only be written by a
+  second commit, not atomically, at the cost of Spark jobs in every refresh.
 - **Change feed.** ``CALL <catalog>.system.create_changelog_view`` between the cursor
   (exclusive) and the pinned end snapshot (inclusive); it removes copy-on-write carry-over
   rows. Old and new states are ``VERSION AS OF <snapshot>``. Iceberg snapshots are per table,
@@ -207,11 +208,16 @@ class IcebergEngine(Engine):
 
     # -- statements ------------------------------------------------------------------------
     def create_cursors_table(self) -> str:
-        return (
-            f"CREATE TABLE IF NOT EXISTS {self.sql(self.tgt.cursors_table())}"
-            " (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING)"
-            " USING iceberg PARTITIONED BY (mv_name)"
+        """No table: a view's cursors are the snapshot properties of its own commits (Spark
+        has no transaction that could write a second table atomically with it). Mirroring
+        them into a table cost every refresh a statement of 2-3 Spark jobs, ~0.5 s: this
+        statement only says where they are, and creates nothing."""
+        where = (
+            f"duckstream: the cursors of {self.tgt.fqn} are the {CURSOR_PROPERTY}<source>"
+            f" properties in the summary of its latest snapshot: SELECT summary FROM"
+            f" {self.sql(self.tgt.table())}.snapshots"
         )
+        return f"SELECT {lit(where)} AS cursors"
 
     def render(self, step: Step) -> list[str]:
         return render(step)
@@ -340,28 +346,11 @@ class IcebergEngine(Engine):
             items.append(f"CASE{whens}\n  END AS {quoted(t)}")
         return "SELECT " + ",\n  ".join(items)
 
-    def _mirror_cursors(self) -> list[Step]:
-        """Make the cursors table say what the MV's latest snapshot says. The table is
-        partitioned by view: overwriting one view's partition is a single commit that does not
-        conflict with other views refreshing at the same time."""
-        rows = ", ".join(f"({lit(s.fqn)}, {self._end(s)})" for s in self.sources)
-        if not rows:
-            return []
-        return [
-            Sql(
-                f"INSERT OVERWRITE {self.sql(self.tgt.cursors_table())}"
-                f" PARTITION (mv_name = {lit(self.tgt.name)})"
-                " SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id"
-                f" FROM VALUES {rows} AS v(source_table, last_snapshot)"
-                f" CROSS JOIN {self._current(self.tgt.table())} AS m"
-            )
-        ]
-
     def record_cursors(self) -> list[Step]:
-        return self._mirror_cursors()
+        return []  # the fill's commit carries them (populate)
 
     def advance_cursors(self) -> list[Step]:
-        return self._mirror_cursors()
+        return []  # the MERGE's commit carries them (replace_rows)
 
     def _properties(self, sql: str) -> Step:
         """``sql`` committed with the pinned end snapshots as the MV's snapshot properties."""

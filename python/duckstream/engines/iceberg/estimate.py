@@ -6,7 +6,7 @@ same read). No data file is read. From them:
 
 * each source's **cursor**: the ``duckstream.cursor.<source>`` snapshot properties of the
   view's latest snapshot that is not a compaction (``replace``), as the plan's own ``set``
-  query reads them (the cursors table is only a mirror);
+  query reads them;
 * its **window**: the snapshots from its current one back, through ``parent_id``, to the
   cursor (exclusive). Not reaching the cursor means it was expired, or the table was
   re-created, replaced or rolled back: Iceberg has no change feed for that window;

@@ -195,7 +195,7 @@ def _phase_name(step: Step, committed: bool, run: Run) -> str:
     if isinstance(step, Cleanup):
         return "cleanup"
     if committed:
-        return "cursors"  # the mirror, after the view's commit
+        return "after commit"
     if isinstance(step, PinWindow | PinSnapshot | StopUnless):
         return "pin"
     if isinstance(step, Sql) and step.creates is not None:
@@ -221,9 +221,9 @@ def run_steps(
 
     Spark has no multi-statement transactions: the view's data and its cursors are one
     Iceberg commit (its :class:`CommitWith`), atomic, and nothing before it is written. A
-    failure up to it raises, the view and cursors as they were; a failure after it (the
-    cursors table, a mirror the refreshes do not read) is a warning: the refresh is applied,
-    as on DuckLake."""
+    failure up to it raises, the view and cursors as they were; a failure after it (no plan
+    has a statement there now but the clean-up) is a warning: the refresh is applied, as on
+    DuckLake."""
     run = Run(logs=logs)
     failed = committed = False
 
