@@ -35,9 +35,14 @@ EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES") or (5 if _ALL else 2)
 WIDE_EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES") or (2 if _ALL else 1))
 
 
-def _run(spark, scenario, *, known_schema: bool = False) -> None:
-    # compiled without schema= (types first known at setup) unless ``known_schema`` and the
-    # scenario drew it; one Iceberg catalog (no placement); DuckLake's inlining does not apply
+def _run(spark, scenario) -> None:
+    # compiled without schema= (types first known at setup); one Iceberg catalog (no
+    # placement); DuckLake's inlining does not apply
+    _check(spark, scenario, known_schema=False)
+
+
+def _check(spark, scenario, known_schema: bool) -> None:
+    """``_run``, compiled with ``schema=`` when ``known_schema`` and the scenario drew it."""
     tables_, view_sql, cycles_, drawn_schema, *_ = scenario
     cycles_ = fewer_windows(cycles_, spark_windows())
     kwargs = {"schema": FROM_CATALOG} if known_schema and drawn_schema else {}
@@ -87,4 +92,4 @@ def test_rows_changed_several_times_on_spark(spark, scenario):
     then deleted, deleted and inserted again, each row of a file changed apart), compiled
     with and without ``schema=``. Spark commits each statement on its own: Iceberg's
     changelog sees every intermediate version of a row, which must net out."""
-    _run(spark, scenario, known_schema=True)
+    _check(spark, scenario, known_schema=True)
