@@ -213,3 +213,43 @@ def test_cached_source_is_refused(spark) -> None:
         spark.sql(f"UNCACHE TABLE {harness.fqn('t')}")
     harness.refresh(plan)
     harness.check(plan, VIEW, "after uncaching")
+
+
+class _Recording:
+    """``spark``, writing down the SQL statements it runs."""
+
+    def __init__(self, spark) -> None:
+        self.spark, self.ran = spark, []
+
+    def sql(self, statement: str, *args, **kwargs):
+        self.ran.append(statement)
+        return self.spark.sql(statement, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.spark, name)
+
+
+def test_appends_are_read_without_a_changelog_and_rewrites_with_one(spark) -> None:
+    """A window of appends only is read by Iceberg's incremental append scan (no changelog
+    call), an unchanged source gets no call either; a window with a delete is read from the
+    changelog. The refresh's profile lists its phases."""
+    harness = SparkHarness(spark)
+    harness.create(TABLE)
+    harness.create(TableSpec("u", [Column("k", "INTEGER"), Column("w", "VARCHAR")], [(1, "a")]))
+    plan = harness.compile(JOIN_VIEW)
+    harness.setup(plan)
+    recording = _Recording(spark)
+    harness.apply([Insert("t", ((1, 5),)), Insert("t", ((3, 7),))])
+    report = refresh(recording, plan, strategy="incremental")
+    harness.check(plan, JOIN_VIEW, "after appends")
+    assert not [s for s in recording.ran if "create_changelog_view" in s], recording.ran
+    names = [p.name for p in report.phases]
+    assert names[0] == "pin" and "apply" in names and f"changes {harness.fqn('t')}" in names
+    assert not any("SELECT" in s and ".snapshots" in s for s in recording.ran)  # no pin query
+    recording.ran.clear()
+    harness.apply([Insert("t", ((2, 1),)), Delete("t", "k = 3")])
+    refresh(recording, plan, strategy="incremental")
+    harness.check(plan, JOIN_VIEW, "after a delete")
+    calls = [s for s in recording.ran if "create_changelog_view" in s]
+    # t's window: one changelog call; u's (unchanged): none
+    assert len(calls) == 1 and f"{harness.schema}.t'" in calls[0], calls

@@ -235,11 +235,19 @@ class Engine(ABC):
 
     @abstractmethod
     def replace_rows(
-        self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
+        self,
+        keys: list[str],
+        removed: exp.Query,
+        added: exp.Query,
+        columns: list[str],
+        upsert: exp.Query | None = None,
     ) -> list[Step]:
         """Steps that delete the view's rows whose ``keys`` (NULL-safe) are in
         ``removed`` and insert the rows of ``added`` (all ``columns``, in order): one atomic
-        change of the materialized table, inside the refresh."""
+        change of the materialized table, inside the refresh. ``upsert``, when given, says
+        the same in one query an engine may use instead: one row per key of ``removed``
+        (``keys`` unique in it and in the view's table), its ``columns`` and ``_ivm_keep``,
+        true for the rows of ``added``; a row whose ``_ivm_keep`` is not true is removed."""
 
     @abstractmethod
     def fresh_row_ids_base(self) -> exp.Expr:

@@ -44,12 +44,11 @@ CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_delta AS SELECT _ivm_g0, CAST(S
 CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 MERGE INTO dl.main.mv AS _ivm_t
-USING (SELECT NULL AS `customer`, NULL AS `_ivm_count`, _ivm_k.`customer` AS _ivm_key0, true AS _ivm_del FROM (SELECT customer FROM _ivm_dl_main_mv_new) AS _ivm_k
-  UNION ALL
-  SELECT _ivm_a.`customer`, _ivm_a.`_ivm_count`, NULL AS _ivm_key0, false AS _ivm_del FROM (SELECT _ivm_r.customer AS customer, _ivm_r._ivm_count FROM (SELECT customer, _ivm_count FROM _ivm_dl_main_mv_new) AS _ivm_r WHERE _ivm_r._ivm_count > 0) AS _ivm_a) AS _ivm_s
-ON _ivm_s._ivm_del AND _ivm_t.`customer` <=> _ivm_s._ivm_key0
-WHEN MATCHED THEN DELETE
-WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`customer`, `_ivm_count`) VALUES (_ivm_s.`customer`, _ivm_s.`_ivm_count`);
+USING (SELECT _ivm_r.customer AS customer, _ivm_r._ivm_count, COALESCE((_ivm_r._ivm_count > 0), FALSE) AS _ivm_keep FROM (SELECT customer, _ivm_count FROM _ivm_dl_main_mv_new) AS _ivm_r) AS _ivm_s
+ON _ivm_t.`customer` <=> _ivm_s.`customer`
+WHEN MATCHED AND NOT _ivm_s._ivm_keep THEN DELETE
+WHEN MATCHED THEN UPDATE SET `customer` = _ivm_s.`customer`, `_ivm_count` = _ivm_s.`_ivm_count`
+WHEN NOT MATCHED AND _ivm_s._ivm_keep THEN INSERT (`customer`, `_ivm_count`) VALUES (_ivm_s.`customer`, _ivm_s.`_ivm_count`);
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_new;

@@ -63,12 +63,11 @@ CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_delta AS SELECT _ivm_g0, _ivm_g
 CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, d._ivm_g1 AS region, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count, COALESCE(o._ivm_a1, 0) + COALESCE(d._ivm_a1, 0) AS _ivm_a1, COALESCE(o._ivm_a1_n, 0) + COALESCE(d._ivm_a1_n, 0) AS _ivm_a1_n FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0 AND o.region IS NOT DISTINCT FROM d._ivm_g1;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}, duckstream.cursor.dl.main.customers = ${duckstream.dl_main_mv.end_1}
 MERGE INTO dl.main.mv AS _ivm_t
-USING (SELECT NULL AS `customer`, NULL AS `region`, NULL AS `n`, NULL AS `total`, NULL AS `_ivm_count`, NULL AS `_ivm_a1`, NULL AS `_ivm_a1_n`, _ivm_k.`customer` AS _ivm_key0, _ivm_k.`region` AS _ivm_key1, true AS _ivm_del FROM (SELECT customer, region FROM _ivm_dl_main_mv_new) AS _ivm_k
-  UNION ALL
-  SELECT _ivm_a.`customer`, _ivm_a.`region`, _ivm_a.`n`, _ivm_a.`total`, _ivm_a.`_ivm_count`, _ivm_a.`_ivm_a1`, _ivm_a.`_ivm_a1_n`, NULL AS _ivm_key0, NULL AS _ivm_key1, false AS _ivm_del FROM (SELECT _ivm_r.customer AS customer, _ivm_r.region AS region, _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT customer, region, _ivm_count, _ivm_a1, _ivm_a1_n FROM _ivm_dl_main_mv_new) AS _ivm_r WHERE _ivm_r._ivm_count > 0) AS _ivm_a) AS _ivm_s
-ON _ivm_s._ivm_del AND _ivm_t.`customer` <=> _ivm_s._ivm_key0 AND _ivm_t.`region` <=> _ivm_s._ivm_key1
-WHEN MATCHED THEN DELETE
-WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`customer`, `region`, `n`, `total`, `_ivm_count`, `_ivm_a1`, `_ivm_a1_n`) VALUES (_ivm_s.`customer`, _ivm_s.`region`, _ivm_s.`n`, _ivm_s.`total`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a1`, _ivm_s.`_ivm_a1_n`);
+USING (SELECT _ivm_r.customer AS customer, _ivm_r.region AS region, _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n, COALESCE((_ivm_r._ivm_count > 0), FALSE) AS _ivm_keep FROM (SELECT customer, region, _ivm_count, _ivm_a1, _ivm_a1_n FROM _ivm_dl_main_mv_new) AS _ivm_r) AS _ivm_s
+ON _ivm_t.`customer` <=> _ivm_s.`customer` AND _ivm_t.`region` <=> _ivm_s.`region`
+WHEN MATCHED AND NOT _ivm_s._ivm_keep THEN DELETE
+WHEN MATCHED THEN UPDATE SET `customer` = _ivm_s.`customer`, `region` = _ivm_s.`region`, `n` = _ivm_s.`n`, `total` = _ivm_s.`total`, `_ivm_count` = _ivm_s.`_ivm_count`, `_ivm_a1` = _ivm_s.`_ivm_a1`, `_ivm_a1_n` = _ivm_s.`_ivm_a1_n`
+WHEN NOT MATCHED AND _ivm_s._ivm_keep THEN INSERT (`customer`, `region`, `n`, `total`, `_ivm_count`, `_ivm_a1`, `_ivm_a1_n`) VALUES (_ivm_s.`customer`, _ivm_s.`region`, _ivm_s.`n`, _ivm_s.`total`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a1`, _ivm_s.`_ivm_a1_n`);
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_1;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;

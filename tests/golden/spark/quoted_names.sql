@@ -44,12 +44,11 @@ CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_delta AS SELECT _ivm_g0, CAST(S
 CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS `Group`, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count, COALESCE(o._ivm_a1, 0) + COALESCE(d._ivm_a1, 0) AS _ivm_a1, COALESCE(o._ivm_a1_n, 0) + COALESCE(d._ivm_a1_n, 0) AS _ivm_a1_n FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.`Group` IS NOT DISTINCT FROM d._ivm_g0;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.Größe = ${duckstream.dl_main_mv.end_0}
 MERGE INTO dl.main.mv AS _ivm_t
-USING (SELECT NULL AS `Group`, NULL AS `N`, NULL AS `Summe`, NULL AS `_ivm_count`, NULL AS `_ivm_a1`, NULL AS `_ivm_a1_n`, _ivm_k.`Group` AS _ivm_key0, true AS _ivm_del FROM (SELECT `Group` FROM _ivm_dl_main_mv_new) AS _ivm_k
-  UNION ALL
-  SELECT _ivm_a.`Group`, _ivm_a.`N`, _ivm_a.`Summe`, _ivm_a.`_ivm_count`, _ivm_a.`_ivm_a1`, _ivm_a.`_ivm_a1_n`, NULL AS _ivm_key0, false AS _ivm_del FROM (SELECT _ivm_r.`Group` AS `Group`, _ivm_r._ivm_count AS N, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS Summe, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT `Group`, _ivm_count, _ivm_a1, _ivm_a1_n FROM _ivm_dl_main_mv_new) AS _ivm_r WHERE _ivm_r._ivm_count > 0) AS _ivm_a) AS _ivm_s
-ON _ivm_s._ivm_del AND _ivm_t.`Group` <=> _ivm_s._ivm_key0
-WHEN MATCHED THEN DELETE
-WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`Group`, `N`, `Summe`, `_ivm_count`, `_ivm_a1`, `_ivm_a1_n`) VALUES (_ivm_s.`Group`, _ivm_s.`N`, _ivm_s.`Summe`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a1`, _ivm_s.`_ivm_a1_n`);
+USING (SELECT _ivm_r.`Group` AS `Group`, _ivm_r._ivm_count AS N, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS Summe, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n, COALESCE((_ivm_r._ivm_count > 0), FALSE) AS _ivm_keep FROM (SELECT `Group`, _ivm_count, _ivm_a1, _ivm_a1_n FROM _ivm_dl_main_mv_new) AS _ivm_r) AS _ivm_s
+ON _ivm_t.`Group` <=> _ivm_s.`Group`
+WHEN MATCHED AND NOT _ivm_s._ivm_keep THEN DELETE
+WHEN MATCHED THEN UPDATE SET `Group` = _ivm_s.`Group`, `N` = _ivm_s.`N`, `Summe` = _ivm_s.`Summe`, `_ivm_count` = _ivm_s.`_ivm_count`, `_ivm_a1` = _ivm_s.`_ivm_a1`, `_ivm_a1_n` = _ivm_s.`_ivm_a1_n`
+WHEN NOT MATCHED AND _ivm_s._ivm_keep THEN INSERT (`Group`, `N`, `Summe`, `_ivm_count`, `_ivm_a1`, `_ivm_a1_n`) VALUES (_ivm_s.`Group`, _ivm_s.`N`, _ivm_s.`Summe`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a1`, _ivm_s.`_ivm_a1_n`);
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_new;

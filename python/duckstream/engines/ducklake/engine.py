@@ -522,8 +522,15 @@ class DuckLakeEngine(Engine):
         return exp.Unnest(expressions=[exp.Anonymous(this="range", expressions=[mult])])
 
     def replace_rows(
-        self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
+        self,
+        keys: list[str],
+        removed: exp.Query,
+        added: exp.Query,
+        columns: list[str],
+        upsert: exp.Query | None = None,
     ) -> list[Step]:
+        # One DELETE and one INSERT in the transaction: DuckLake's MERGE allows one UPDATE or
+        # DELETE action only (upsert unused)
         match = (
             exp.and_(
                 *(

@@ -373,10 +373,31 @@ class IcebergEngine(Engine):
         return exp.Explode(this=sequence)
 
     def replace_rows(
-        self, keys: list[str], removed: exp.Query, added: exp.Query, columns: list[str]
+        self,
+        keys: list[str],
+        removed: exp.Query,
+        added: exp.Query,
+        columns: list[str],
+        upsert: exp.Query | None = None,
     ) -> list[Step]:
         def ident(name: str) -> str:
             return self.sql(exp.to_identifier(name, quoted=True))
+
+        if upsert is not None:
+            # One row per key: the MERGE reads its source once (the removed keys and the
+            # added rows as two branches read the delta twice, in jobs of their own)
+            on = " AND ".join(f"_ivm_t.{ident(k)} <=> _ivm_s.{ident(k)}" for k in keys)
+            sets = ", ".join(f"{ident(c)} = _ivm_s.{ident(c)}" for c in columns)
+            names = ", ".join(ident(c) for c in columns)
+            values = ", ".join(f"_ivm_s.{ident(c)}" for c in columns)
+            merge = (
+                f"MERGE INTO {self.sql(self.tgt.table())} AS _ivm_t\n"
+                f"USING ({self.sql(upsert)}) AS _ivm_s\nON {on}\n"
+                "WHEN MATCHED AND NOT _ivm_s._ivm_keep THEN DELETE\n"
+                f"WHEN MATCHED THEN UPDATE SET {sets}\n"
+                f"WHEN NOT MATCHED AND _ivm_s._ivm_keep THEN INSERT ({names}) VALUES ({values})"
+            )
+            return [self._properties(merge)]
 
         key_names = [f"_ivm_key{i}" for i in range(len(keys))]
         gone = ", ".join(

@@ -109,6 +109,7 @@ class Run:
     logs: dict[str, TableLog] | None = None
     appends: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     unchanged: dict[str, str] = field(default_factory=dict)  # changes view -> table
+    changes_of: dict[str, str] = field(default_factory=dict)  # changes view -> table
     view: str | None = None  # the view a refresh maintains, and the bytes of its data files
     view_bytes: int = 0
 
@@ -148,6 +149,7 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         pinned = pin(spec, run.logs)
         run.values.update(pinned.values)
         run.appends, run.unchanged = pinned.appends, pinned.unchanged
+        run.changes_of = {s.changes_view: s.table for s in spec.sources}
         view = run.logs[spec.view]
         run.view = spec.view
         if view.current is not None:
@@ -199,7 +201,7 @@ def _phase_name(step: Step, committed: bool, run: Run) -> str:
     if isinstance(step, PinWindow | PinSnapshot | StopUnless):
         return "pin"
     if isinstance(step, Sql) and step.creates is not None:
-        return f"changes {run.appends.get(step.creates.name, ('',))[0] or step.creates.name}"
+        return f"changes {run.changes_of.get(step.creates.name, step.creates.name)}"
     if isinstance(step, CommitWith):
         return "apply"
     if isinstance(step, CreateTemp):
