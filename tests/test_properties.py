@@ -75,16 +75,18 @@ def scenarios(
     transactions: bool = False,
     portable: bool = False,
     outer: bool = False,
+    several: tuple = (),
 ):
     """(tables, view SQL, change windows, known schema?, placement, inlining).
-    ``portable``: only what DuckDB and Spark both support; ``outer``: outer joins too."""
+    ``portable``: only what DuckDB and Spark both support; ``outer``: outer joins too;
+    ``several``: the strategies of ``transactions`` (``strategies.cycles``)."""
     names = "mixed" if construct == "identifiers" else "plain"
     tables_ = draw(named_tables(table_count, names))
     if construct is not None:
         view_sql = draw(construct_views(tables_, construct, portable))
     else:
         view_sql = draw(views(tables_, shape, kind, outer=outer))
-    cycles_ = draw(cycles(tables_, transactions=transactions))
+    cycles_ = draw(cycles(tables_, transactions=transactions, several=several))
     # With the sources' schema (as dbt passes it) columns are qualified, change reads name
     # only the columns used and delta terms get semi-join filters: both paths must be exact.
     known_schema = draw(st.booleans())

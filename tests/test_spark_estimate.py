@@ -6,19 +6,18 @@ rebuild reasons, and the choices of the Spark-calibrated policy.
 
 from __future__ import annotations
 
+import dataclasses
+
 import duckdb
 import pytest
 import sqlglot
 
 from duckstream import compile_ivm
 from duckstream.engines.ducklake.runner import refresh as duckdb_refresh
-from duckstream.engines.iceberg.estimate import (
-    Snapshot,
-    SparkPolicy,
-    TableLog,
-    estimate_window,
-    metadata_query,
-)
+from duckstream.engines.iceberg.estimate import SparkPolicy, estimate_window
+from duckstream.engines.iceberg.window import Snapshot, TableLog, pin
+from duckstream.errors import RebuildRequired
+from duckstream.plan import PinWindow
 from duckstream.refresh import SourceEstimate, decide
 
 MV, T, U = "lake.db.mv", "lake.db.t", "other.s.u"
@@ -54,8 +53,8 @@ def _source(rows: int, *window: tuple[int, str, dict]) -> TableLog:
 def test_sources_are_read_from_the_plans_cursor_properties() -> None:
     plan = _plan()
     assert plan.tables == [T, U]
-    query = metadata_query([plan.mv_table, *plan.tables])
-    assert query.count("UNION ALL") == 2 and f"FROM {U}.snapshots" in query
+    spec = next(s.spec for s in plan.steps["maintain"] if isinstance(s, PinWindow))
+    assert spec.view == MV and [s.table for s in spec.sources] == [T, U]
 
 
 def test_append_counts_the_added_rows() -> None:
@@ -151,3 +150,58 @@ def test_the_spark_policy_rebuilds_the_measured_benchmark_and_maintains_big_appe
 def test_the_duckdb_refresh_refuses_a_spark_plan() -> None:
     with pytest.raises(ValueError, match="duckstream.spark.refresh"):
         duckdb_refresh(duckdb.connect(), _plan())
+
+
+# -- the window pinned from the same logs (window.pin), as the plan's SQL pin would -------
+def _spec():
+    return next(s.spec for s in _plan().steps["maintain"] if isinstance(s, PinWindow))
+
+
+def test_the_pin_gives_the_sql_pins_values_and_reads_appends_with_the_append_scan() -> None:
+    spec = _spec()
+    logs = {
+        MV: _mv({T: 1, U: 1}),
+        T: _source(1000, (2, "append", {}), (3, "replace", {}), (4, "append", {})),
+        U: _source(50),
+    }
+    pinned = pin(spec, logs)
+    prefix = spec.prefix
+    assert pinned.values == {
+        f"{prefix}end_0": "4",
+        f"{prefix}cursor_0": "1",
+        f"{prefix}changed_0": "true",
+        f"{prefix}end_1": "1",
+        f"{prefix}cursor_1": "1",
+        f"{prefix}changed_1": "false",
+        f"{prefix}changed": "true",
+    }
+    t_changes, u_changes = (s.changes_view for s in spec.sources)
+    assert pinned.appends == {t_changes: (T, 1, 4)}  # appends and a compaction only
+    assert pinned.unchanged == {u_changes: U}
+
+
+@pytest.mark.parametrize("operation", ["overwrite", "delete"])
+def test_a_window_with_rewrites_is_read_from_the_changelog(operation: str) -> None:
+    logs = {
+        MV: _mv({T: 1, U: 1}),
+        T: _source(10, (2, "append", {}), (3, operation, {})),
+        U: _source(5),
+    }
+    assert pin(_spec(), logs).appends == {}
+
+
+def test_the_pin_refuses_what_the_sql_check_refuses() -> None:
+    """The estimate's rebuild reasons, and a schema changed since the cursor's snapshot
+    (``schema_id`` of the cursor snapshot against the table's current schema)."""
+    t = _source(10, (2, "append", {}))
+    t.snapshots[1] = dataclasses.replace(t.snapshots[1], schema_id=0)
+    t.schema_id = 1
+    logs = {MV: _mv({T: 1, U: 1}), T: t, U: _source(5)}
+    with pytest.raises(RebuildRequired, match="rebuild required: the schema of lake.db.t changed"):
+        pin(_spec(), logs)
+    assert estimate_window(MV, [T, U], logs) == "the schema of lake.db.t changed"
+    t.schema_id = 0
+    assert pin(_spec(), logs).appends
+    logs[T] = TableLog(None, {})
+    with pytest.raises(RebuildRequired, match="has no snapshot"):
+        pin(_spec(), logs)

@@ -74,9 +74,12 @@ class CreateTemp:
 @dataclass(frozen=True)
 class PinSnapshot:
     """Pin the snapshots a build reads and the run-time values that follow from them (one
-    statement; on Spark a one-row query whose columns are the values)."""
+    statement; on Spark a one-row query whose columns are the values). ``spec``: what a
+    runner needs to pin the same snapshots another way (Spark: from table metadata), or
+    None."""
 
     statement: str
+    spec: Any = None
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,16 @@ SCENARIOS = {
         T_CYCLES,
         compile_kwargs={"schema": T_SCHEMA},
     ),
+    # TPC-H Q8's shape: a share of two sums of a derived table's products, the CASE's ELSE
+    # an integer
+    "share_over_derived_table": Scenario(
+        [T],
+        "SELECT a.y, SUM(CASE WHEN a.n = 'B' THEN a.v ELSE 0 END) / SUM(a.v) AS share"
+        " FROM (SELECT t.k AS y, t.x * (1 - t.d) AS v,"
+        " CASE WHEN t.d > 0.05 THEN 'B' ELSE 'A' END AS n FROM t) AS a GROUP BY a.y",
+        T_CYCLES,
+        compile_kwargs={"schema": T_SCHEMA},
+    ),
     "avg_and_sum_over_count": Scenario(
         [T],
         "SELECT t.k, AVG(t.x) / 3 AS a, SUM(t.x) / COUNT(*) AS b, SUM(t.d) AS c"

@@ -18,14 +18,14 @@ import pytest
 from hypothesis import given, reject, settings
 
 from duckstream.errors import UnsupportedSQLError
-from duckstream.testing.differential import run_scenario
+from duckstream.testing.differential import FROM_CATALOG, run_scenario
 from duckstream.testing.spark_harness import (
     SparkHarness,
     fewer_windows,
     spark_all,
     spark_windows,
 )
-from duckstream.testing.strategies import CONSTRUCTS
+from duckstream.testing.strategies import CONSTRUCTS, rework_rows
 from test_properties import scenarios  # tests/ is on sys.path (its conftest)
 
 pytestmark = pytest.mark.spark
@@ -38,10 +38,17 @@ WIDE_EXAMPLES = int(os.environ.get("DUCKSTREAM_SPARK_EXAMPLES") or (2 if _ALL el
 def _run(spark, scenario) -> None:
     # compiled without schema= (types first known at setup); one Iceberg catalog (no
     # placement); DuckLake's inlining does not apply
-    tables_, view_sql, cycles_, *_ = scenario
+    _check(spark, scenario, known_schema=False)
+
+
+def _check(spark, scenario, known_schema: bool) -> None:
+    """``_run``, compiled with ``schema=`` when ``known_schema`` and the scenario drew it."""
+    tables_, view_sql, cycles_, drawn_schema, *_ = scenario
     cycles_ = fewer_windows(cycles_, spark_windows())
+    kwargs = {"schema": FROM_CATALOG} if known_schema and drawn_schema else {}
     try:
-        run_scenario(SparkHarness(spark, check_names=True), tables_, view_sql, cycles_)
+        harness = SparkHarness(spark, check_names=True)
+        run_scenario(harness, tables_, view_sql, cycles_, **kwargs)
     except UnsupportedSQLError as error:
         if error.feature != "spark_unsupported":
             raise
@@ -76,3 +83,13 @@ def test_widened_grammar_on_spark(spark, construct):
 @given(scenario=scenarios(2, transactions=True, portable=True))
 def test_insert_then_modify_on_spark(spark, scenario):
     _run(spark, scenario)
+
+
+@settings(max_examples=EXAMPLES)
+@given(scenario=scenarios(1, transactions=True, portable=True, several=(rework_rows,)))
+def test_rows_changed_several_times_on_spark(spark, scenario):
+    """Issue 30's change streams (``strategies.rework_rows``: rows updated twice, updated
+    then deleted, deleted and inserted again, each row of a file changed apart), compiled
+    with and without ``schema=``. Spark commits each statement on its own: Iceberg's
+    changelog sees every intermediate version of a row, which must net out."""
+    _check(spark, scenario, known_schema=True)

@@ -242,12 +242,17 @@ class Engine(ABC):
         columns: list[str],
         *,
         removes: exp.Query | None = None,
+        upsert: exp.Query | None = None,
     ) -> list[Step]:
         """Steps that delete the view's rows whose ``keys`` (NULL-safe) are in
         ``removed`` and insert the rows of ``added`` (all ``columns``, in order): one atomic
         change of the materialized table, inside the refresh. ``removes``: a query over the
         refresh's own tables (not the view's) that has rows whenever ``removed`` may: an
-        engine may skip the delete when it has none (:attr:`~duckstream.plan.Sql.needed`)."""
+        engine may skip the delete when it has none (:attr:`~duckstream.plan.Sql.needed`).
+        ``upsert``, when given, says the same in one query an engine may use instead: one row
+        per key of ``removed`` (``keys`` unique in it and in the view's table), its ``columns``
+        and ``_ivm_keep``, true for the rows of ``added``; a row whose ``_ivm_keep`` is not
+        true is removed."""
 
     @abstractmethod
     def fresh_row_ids_base(self) -> exp.Expr:

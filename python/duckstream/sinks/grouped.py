@@ -120,9 +120,10 @@ class GroupedSink(Sink):
         items += [i for a in self.aggregates for i in a.state_items()]
         return grouped(term.select(*items), self.groups)
 
-    def _finish(self, rows: exp.Query, *, keep_empty: bool) -> exp.Select:
+    def _finish(self, rows: exp.Query, *, keep_empty: bool, flag: str | None = None) -> exp.Select:
         """Visible and hidden columns from rows of state columns, dropping empty groups and
-        groups HAVING rejects."""
+        groups HAVING rejects; with ``flag``, keeping every row and saying in the column
+        ``flag`` whether it would be kept (true) or dropped (false)."""
         r = "_ivm_r"
         items = [
             exp.alias_(self._fill(v, r), n) for v, n in zip(self.visible, self.names, strict=True)
@@ -134,6 +135,11 @@ class GroupedSink(Sink):
             conditions.append(exp.GT(this=col(COUNT, r), expression=exp.Literal.number(0)))
         if self.having_rewritten is not None:
             conditions.append(self._fill(self.having_rewritten, r))
+        if flag is not None:
+            kept = exp.and_(*conditions) if conditions else exp.true()
+            return query.select(
+                exp.alias_(exp.Coalesce(this=exp.paren(kept), expressions=[exp.false()]), flag)
+            )
         if conditions:
             query = query.where(exp.and_(*conditions))
         return query
@@ -321,7 +327,15 @@ class GroupedSink(Sink):
         # (4) replace the affected groups
         affected = exp.select(*([col(k) for k in unique_keys] or ["1"])).from_(new.copy())
         added = self._finish(rows, keep_empty=self.is_global)
-        statements += self.engine.replace_rows(unique_keys, affected, added, self.all_columns())
+        # One row per affected group (no rescan: rows is new's): kept or removed
+        upsert = self._finish(rows, keep_empty=self.is_global, flag="_ivm_keep")
+        statements += self.engine.replace_rows(
+            unique_keys,
+            affected,
+            added,
+            self.all_columns(),
+            upsert=upsert if unique_keys and condition is None else None,
+        )
         return statements
 
 

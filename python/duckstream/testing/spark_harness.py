@@ -5,8 +5,8 @@ transpiled to Spark SQL with sqlglot, so one scenario runs on both engines. Each
 works in its own Iceberg namespace, so tests can share one Spark session and warehouse
 without dropping tables (DROP is slow and not needed). Differences from DuckLake a test
 may notice: every change statement is its own commit (Spark has no multi-statement
-transactions), and a table is given an empty commit when created without rows, because an
-Iceberg table has no snapshot to pin until it is first written.
+transactions), and a table created without rows has no snapshot until it is first written
+(setup gives it one).
 """
 
 from __future__ import annotations
@@ -92,11 +92,8 @@ class SparkHarness:
         columns = ", ".join(f"{spark_ident(c.name)} {spark_type(c.type)}" for c in table.columns)
         self.spark.sql(f"CREATE TABLE {self.fqn(table.name)} ({columns}) USING iceberg")
         self.tables[table.name] = table
-        if table.rows:
+        if table.rows:  # none: no snapshot until the first write (setup gives it one)
             self.apply([Insert(table.name, tuple(table.rows))])
-        else:  # an empty commit: the table's first snapshot
-            t = self.fqn(table.name)
-            self.spark.sql(f"INSERT INTO {t} SELECT * FROM {t} WHERE false")
 
     def _statement(self, change: Change) -> str | None:
         table = self.fqn(change.table)

@@ -413,10 +413,17 @@ def column_updates(draw, tables_: list[TableSpec]) -> list:
 
 
 @st.composite
-def cycles(draw, tables_: list[TableSpec], max_cycles: int = 4, transactions: bool = False) -> list:
+def cycles(
+    draw,
+    tables_: list[TableSpec],
+    max_cycles: int = 4,
+    transactions: bool = False,
+    several: tuple = (),
+) -> list:
     """Change windows: each a list of committed batches touching one or several tables.
     ``transactions``: batches are mostly transactions that change the same rows several times
-    (:func:`insert_then_modify`, :func:`rework_rows`)."""
+    (``several``'s strategies, by default :func:`insert_then_modify` and :func:`rework_rows`)."""
+    several = several or (insert_then_modify, rework_rows)
     result = []
     for _ in range(draw(st.integers(1, max_cycles))):
         if draw(st.integers(0, 3)) == 0:
@@ -429,8 +436,8 @@ def cycles(draw, tables_: list[TableSpec], max_cycles: int = 4, transactions: bo
             for t in touched:
                 for _ in range(draw(st.integers(1, 2))):
                     if transactions and draw(st.integers(0, 2)) > 0:
-                        several = draw(st.sampled_from([insert_then_modify, rework_rows]))
-                        batch.extend(draw(several(t)))
+                        statements = draw(st.sampled_from(several))
+                        batch.extend(draw(statements(t)))
                     else:
                         batch.append(draw(change(t)))
             batches.append(batch)

@@ -2,7 +2,7 @@
 -- features: distinct
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, _ivm_r._ivm_count FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count FROM dl.main.orders AS orders WHERE FALSE GROUP BY orders.customer) AS _ivm_r LIMIT 0;
@@ -17,7 +17,6 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 INSERT OVERWRITE TABLE dl.main.mv (customer, _ivm_count) SELECT _ivm_r.customer AS customer, _ivm_r._ivm_count FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders GROUP BY orders.customer) AS _ivm_r WHERE _ivm_r._ivm_count > 0;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -33,25 +32,23 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.changed_0 = <its value>;
 SET duckstream.dl_main_mv.changed = <its value>;
--- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0
       THEN raise_error('duckstream: rebuild required: the cursor snapshot of dl.main.orders is no longer in its history: expired, or the table was re-created, replaced or rolled back')
     WHEN (SELECT min_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries WHERE latest_snapshot_id = ${duckstream.dl_main_mv.cursor_0}) <> (SELECT max_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries)
       THEN raise_error('duckstream: rebuild required: the schema of dl.main.orders changed')
   END AS `dl.main.orders`;
+-- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 CALL dl.system.create_changelog_view(table => 'main.orders', options => map('start-snapshot-id', '${duckstream.dl_main_mv.cursor_0}', 'end-snapshot-id', '${duckstream.dl_main_mv.end_0}'), changelog_view => '_ivm_dl_main_mv_changelog_0');
-CACHE LAZY TABLE _ivm_dl_main_mv_delta AS SELECT _ivm_g0, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_count FROM (SELECT orders.customer AS _ivm_g0, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0})) AS _ivm_net GROUP BY _ivm_g0;
-CACHE LAZY TABLE _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_delta AS SELECT _ivm_g0, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_count FROM (SELECT orders.customer AS _ivm_g0, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0})) AS _ivm_net GROUP BY _ivm_g0;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 MERGE INTO dl.main.mv AS _ivm_t
-USING (SELECT NULL AS `customer`, NULL AS `_ivm_count`, _ivm_k.`customer` AS _ivm_key0, true AS _ivm_del FROM (SELECT customer FROM _ivm_dl_main_mv_new) AS _ivm_k
-  UNION ALL
-  SELECT _ivm_a.`customer`, _ivm_a.`_ivm_count`, NULL AS _ivm_key0, false AS _ivm_del FROM (SELECT _ivm_r.customer AS customer, _ivm_r._ivm_count FROM (SELECT customer, _ivm_count FROM _ivm_dl_main_mv_new) AS _ivm_r WHERE _ivm_r._ivm_count > 0) AS _ivm_a) AS _ivm_s
-ON _ivm_s._ivm_del AND _ivm_t.`customer` <=> _ivm_s._ivm_key0
-WHEN MATCHED THEN DELETE
-WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`customer`, `_ivm_count`) VALUES (_ivm_s.`customer`, _ivm_s.`_ivm_count`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
+USING (SELECT _ivm_r.customer AS customer, _ivm_r._ivm_count, COALESCE((_ivm_r._ivm_count > 0), FALSE) AS _ivm_keep FROM (SELECT customer, _ivm_count FROM _ivm_dl_main_mv_new) AS _ivm_r) AS _ivm_s
+ON _ivm_t.`customer` <=> _ivm_s.`customer`
+WHEN MATCHED AND NOT _ivm_s._ivm_keep THEN DELETE
+WHEN MATCHED THEN UPDATE SET `customer` = _ivm_s.`customer`, `_ivm_count` = _ivm_s.`_ivm_count`
+WHEN NOT MATCHED AND _ivm_s._ivm_keep THEN INSERT (`customer`, `_ivm_count`) VALUES (_ivm_s.`customer`, _ivm_s.`_ivm_count`);
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_new;

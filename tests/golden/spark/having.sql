@@ -2,7 +2,7 @@
 -- features: aggregate, having, sum
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a0, _ivm_r._ivm_a0_n FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n FROM dl.main.orders AS orders WHERE FALSE GROUP BY orders.customer) AS _ivm_r WHERE CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END > 20 LIMIT 0;
@@ -17,7 +17,6 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 INSERT OVERWRITE TABLE dl.main.mv (customer, total, _ivm_count, _ivm_a0, _ivm_a0_n) SELECT _ivm_r.customer AS customer, CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a0, _ivm_r._ivm_a0_n FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders GROUP BY orders.customer) AS _ivm_r WHERE _ivm_r._ivm_count > 0 AND CASE WHEN _ivm_r._ivm_a0_n > 0 THEN _ivm_r._ivm_a0 END > 20;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -33,20 +32,20 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.changed_0 = <its value>;
 SET duckstream.dl_main_mv.changed = <its value>;
--- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0
       THEN raise_error('duckstream: rebuild required: the cursor snapshot of dl.main.orders is no longer in its history: expired, or the table was re-created, replaced or rolled back')
     WHEN (SELECT min_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries WHERE latest_snapshot_id = ${duckstream.dl_main_mv.cursor_0}) <> (SELECT max_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries)
       THEN raise_error('duckstream: rebuild required: the schema of dl.main.orders changed')
   END AS `dl.main.orders`;
+-- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 CALL dl.system.create_changelog_view(table => 'main.orders', options => map('start-snapshot-id', '${duckstream.dl_main_mv.cursor_0}', 'end-snapshot-id', '${duckstream.dl_main_mv.end_0}'), changelog_view => '_ivm_dl_main_mv_changelog_0');
-CACHE LAZY TABLE _ivm_dl_main_mv_delta AS SELECT _ivm_g0, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_count, SUM(_ivm_x0 * _ivm_mult) AS _ivm_a0, SUM(COALESCE(CASE WHEN NOT _ivm_x0 IS NULL THEN _ivm_mult END, 0)) AS _ivm_a0_n FROM (SELECT orders.customer AS _ivm_g0, orders.amount AS _ivm_x0, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0})) AS _ivm_net GROUP BY _ivm_g0;
-CACHE LAZY TABLE _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count, COALESCE(o._ivm_a0, 0) + COALESCE(d._ivm_a0, 0) AS _ivm_a0, COALESCE(o._ivm_a0_n, 0) + COALESCE(d._ivm_a0_n, 0) AS _ivm_a0_n, COALESCE((o._ivm_count IS NULL), FALSE) AS _ivm_rescan FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_delta AS SELECT _ivm_g0, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_count, SUM(_ivm_x0 * _ivm_mult) AS _ivm_a0, SUM(COALESCE(CASE WHEN NOT _ivm_x0 IS NULL THEN _ivm_mult END, 0)) AS _ivm_a0_n FROM (SELECT orders.customer AS _ivm_g0, orders.amount AS _ivm_x0, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0})) AS _ivm_net GROUP BY _ivm_g0;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count, COALESCE(o._ivm_a0, 0) + COALESCE(d._ivm_a0, 0) AS _ivm_a0, COALESCE(o._ivm_a0_n, 0) + COALESCE(d._ivm_a0_n, 0) AS _ivm_a0_n, COALESCE((o._ivm_count IS NULL), FALSE) AS _ivm_rescan FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0;
 -- the values below are the one row of:
 -- SELECT (SELECT COUNT(*) FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS `duckstream.dl_main_mv.rescans`
 SET duckstream.dl_main_mv.rescans = <its value>;
-CACHE LAZY TABLE _ivm_dl_main_mv_rescan AS SELECT customer, _ivm_count, _ivm_a0, _ivm_a0_n FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders WHERE ${duckstream.dl_main_mv.rescans} > 0 AND EXISTS(SELECT 1 FROM (SELECT customer AS _ivm_k0 FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS _ivm_a WHERE _ivm_a._ivm_k0 IS NOT DISTINCT FROM orders.customer) GROUP BY orders.customer) AS _ivm_s WHERE ${duckstream.dl_main_mv.rescans} > 0;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_rescan AS SELECT customer, _ivm_count, _ivm_a0, _ivm_a0_n FROM (SELECT orders.customer AS customer, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(orders.amount) AS _ivm_a0, COUNT(orders.amount) AS _ivm_a0_n FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders WHERE ${duckstream.dl_main_mv.rescans} > 0 AND EXISTS(SELECT 1 FROM (SELECT customer AS _ivm_k0 FROM _ivm_dl_main_mv_new WHERE _ivm_rescan) AS _ivm_a WHERE _ivm_a._ivm_k0 IS NOT DISTINCT FROM orders.customer) GROUP BY orders.customer) AS _ivm_s WHERE ${duckstream.dl_main_mv.rescans} > 0;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 MERGE INTO dl.main.mv AS _ivm_t
 USING (SELECT NULL AS `customer`, NULL AS `total`, NULL AS `_ivm_count`, NULL AS `_ivm_a0`, NULL AS `_ivm_a0_n`, _ivm_k.`customer` AS _ivm_key0, true AS _ivm_del FROM (SELECT customer FROM _ivm_dl_main_mv_new) AS _ivm_k
@@ -55,7 +54,6 @@ USING (SELECT NULL AS `customer`, NULL AS `total`, NULL AS `_ivm_count`, NULL AS
 ON _ivm_s._ivm_del AND _ivm_t.`customer` <=> _ivm_s._ivm_key0
 WHEN MATCHED THEN DELETE
 WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`customer`, `total`, `_ivm_count`, `_ivm_a0`, `_ivm_a0_n`) VALUES (_ivm_s.`customer`, _ivm_s.`total`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a0`, _ivm_s.`_ivm_a0_n`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_new;

@@ -2,7 +2,7 @@
 -- features: aggregate, count, join, sum
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_r.customer AS customer, _ivm_r.region AS region, _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT o.customer AS customer, c.region AS region, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(o.amount) AS _ivm_a1, COUNT(o.amount) AS _ivm_a1_n FROM dl.main.orders AS o JOIN dl.main.customers AS c ON o.customer = c.id WHERE FALSE GROUP BY o.customer, c.region) AS _ivm_r LIMIT 0;
@@ -21,7 +21,6 @@ SET duckstream.dl_main_mv.end_1 = <its value>;
 SET duckstream.dl_main_mv.cursor_1 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}, duckstream.cursor.dl.main.customers = ${duckstream.dl_main_mv.end_1}
 INSERT OVERWRITE TABLE dl.main.mv (customer, region, n, total, _ivm_count, _ivm_a1, _ivm_a1_n) SELECT _ivm_r.customer AS customer, _ivm_r.region AS region, _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT o.customer AS customer, c.region AS region, CAST(COUNT(*) AS BIGINT) AS _ivm_count, SUM(o.amount) AS _ivm_a1, COUNT(o.amount) AS _ivm_a1_n FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.end_1}) AS c ON o.customer = c.id GROUP BY o.customer, c.region) AS _ivm_r WHERE _ivm_r._ivm_count > 0;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -45,7 +44,6 @@ SET duckstream.dl_main_mv.end_1 = <its value>;
 SET duckstream.dl_main_mv.cursor_1 = <its value>;
 SET duckstream.dl_main_mv.changed_1 = <its value>;
 SET duckstream.dl_main_mv.changed = <its value>;
--- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0
       THEN raise_error('duckstream: rebuild required: the cursor snapshot of dl.main.orders is no longer in its history: expired, or the table was re-created, replaced or rolled back')
@@ -58,19 +56,18 @@ SELECT CASE
     WHEN (SELECT min_by(latest_schema_id, timestamp) FROM dl.main.customers.metadata_log_entries WHERE latest_snapshot_id = ${duckstream.dl_main_mv.cursor_1}) <> (SELECT max_by(latest_schema_id, timestamp) FROM dl.main.customers.metadata_log_entries)
       THEN raise_error('duckstream: rebuild required: the schema of dl.main.customers changed')
   END AS `dl.main.customers`;
+-- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 CALL dl.system.create_changelog_view(table => 'main.orders', options => map('start-snapshot-id', '${duckstream.dl_main_mv.cursor_0}', 'end-snapshot-id', '${duckstream.dl_main_mv.end_0}'), changelog_view => '_ivm_dl_main_mv_changelog_0');
 CALL dl.system.create_changelog_view(table => 'main.customers', options => map('start-snapshot-id', '${duckstream.dl_main_mv.cursor_1}', 'end-snapshot-id', '${duckstream.dl_main_mv.end_1}'), changelog_view => '_ivm_dl_main_mv_changelog_1');
-CACHE LAZY TABLE _ivm_dl_main_mv_delta AS SELECT _ivm_g0, _ivm_g1, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_count, SUM(_ivm_x1 * _ivm_mult) AS _ivm_a1, SUM(COALESCE(CASE WHEN NOT _ivm_x1 IS NULL THEN _ivm_mult END, 0)) AS _ivm_a1_n FROM (SELECT o.customer AS _ivm_g0, c.region AS _ivm_g1, o.amount AS _ivm_x1, o._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.cursor_1}) AS c ON o.customer = c.id WHERE (${duckstream.dl_main_mv.changed_0}) UNION ALL SELECT o.customer AS _ivm_g0, c.region AS _ivm_g1, o.amount AS _ivm_x1, c._ivm_mult AS _ivm_mult FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_1 AS _ivm_c) AS c ON o.customer = c.id WHERE (${duckstream.dl_main_mv.changed_1})) AS _ivm_net GROUP BY _ivm_g0, _ivm_g1;
-CACHE LAZY TABLE _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, d._ivm_g1 AS region, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count, COALESCE(o._ivm_a1, 0) + COALESCE(d._ivm_a1, 0) AS _ivm_a1, COALESCE(o._ivm_a1_n, 0) + COALESCE(d._ivm_a1_n, 0) AS _ivm_a1_n FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0 AND o.region IS NOT DISTINCT FROM d._ivm_g1;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_delta AS SELECT _ivm_g0, _ivm_g1, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_count, SUM(_ivm_x1 * _ivm_mult) AS _ivm_a1, SUM(COALESCE(CASE WHEN NOT _ivm_x1 IS NULL THEN _ivm_mult END, 0)) AS _ivm_a1_n FROM (SELECT o.customer AS _ivm_g0, c.region AS _ivm_g1, o.amount AS _ivm_x1, o._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.cursor_1}) AS c ON o.customer = c.id WHERE (${duckstream.dl_main_mv.changed_0}) UNION ALL SELECT o.customer AS _ivm_g0, c.region AS _ivm_g1, o.amount AS _ivm_x1, c._ivm_mult AS _ivm_mult FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_1 AS _ivm_c) AS c ON o.customer = c.id WHERE (${duckstream.dl_main_mv.changed_1})) AS _ivm_net GROUP BY _ivm_g0, _ivm_g1;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_new AS SELECT d._ivm_g0 AS customer, d._ivm_g1 AS region, COALESCE(o._ivm_count, 0) + d._ivm_count AS _ivm_count, COALESCE(o._ivm_a1, 0) + COALESCE(d._ivm_a1, 0) AS _ivm_a1, COALESCE(o._ivm_a1_n, 0) + COALESCE(d._ivm_a1_n, 0) AS _ivm_a1_n FROM _ivm_dl_main_mv_delta AS d LEFT JOIN dl.main.mv AS o ON o.customer IS NOT DISTINCT FROM d._ivm_g0 AND o.region IS NOT DISTINCT FROM d._ivm_g1;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}, duckstream.cursor.dl.main.customers = ${duckstream.dl_main_mv.end_1}
 MERGE INTO dl.main.mv AS _ivm_t
-USING (SELECT NULL AS `customer`, NULL AS `region`, NULL AS `n`, NULL AS `total`, NULL AS `_ivm_count`, NULL AS `_ivm_a1`, NULL AS `_ivm_a1_n`, _ivm_k.`customer` AS _ivm_key0, _ivm_k.`region` AS _ivm_key1, true AS _ivm_del FROM (SELECT customer, region FROM _ivm_dl_main_mv_new) AS _ivm_k
-  UNION ALL
-  SELECT _ivm_a.`customer`, _ivm_a.`region`, _ivm_a.`n`, _ivm_a.`total`, _ivm_a.`_ivm_count`, _ivm_a.`_ivm_a1`, _ivm_a.`_ivm_a1_n`, NULL AS _ivm_key0, NULL AS _ivm_key1, false AS _ivm_del FROM (SELECT _ivm_r.customer AS customer, _ivm_r.region AS region, _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n FROM (SELECT customer, region, _ivm_count, _ivm_a1, _ivm_a1_n FROM _ivm_dl_main_mv_new) AS _ivm_r WHERE _ivm_r._ivm_count > 0) AS _ivm_a) AS _ivm_s
-ON _ivm_s._ivm_del AND _ivm_t.`customer` <=> _ivm_s._ivm_key0 AND _ivm_t.`region` <=> _ivm_s._ivm_key1
-WHEN MATCHED THEN DELETE
-WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`customer`, `region`, `n`, `total`, `_ivm_count`, `_ivm_a1`, `_ivm_a1_n`) VALUES (_ivm_s.`customer`, _ivm_s.`region`, _ivm_s.`n`, _ivm_s.`total`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a1`, _ivm_s.`_ivm_a1_n`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
+USING (SELECT _ivm_r.customer AS customer, _ivm_r.region AS region, _ivm_r._ivm_count AS n, CASE WHEN _ivm_r._ivm_a1_n > 0 THEN _ivm_r._ivm_a1 END AS total, _ivm_r._ivm_count, _ivm_r._ivm_a1, _ivm_r._ivm_a1_n, COALESCE((_ivm_r._ivm_count > 0), FALSE) AS _ivm_keep FROM (SELECT customer, region, _ivm_count, _ivm_a1, _ivm_a1_n FROM _ivm_dl_main_mv_new) AS _ivm_r) AS _ivm_s
+ON _ivm_t.`customer` <=> _ivm_s.`customer` AND _ivm_t.`region` <=> _ivm_s.`region`
+WHEN MATCHED AND NOT _ivm_s._ivm_keep THEN DELETE
+WHEN MATCHED THEN UPDATE SET `customer` = _ivm_s.`customer`, `region` = _ivm_s.`region`, `n` = _ivm_s.`n`, `total` = _ivm_s.`total`, `_ivm_count` = _ivm_s.`_ivm_count`, `_ivm_a1` = _ivm_s.`_ivm_a1`, `_ivm_a1_n` = _ivm_s.`_ivm_a1_n`
+WHEN NOT MATCHED AND _ivm_s._ivm_keep THEN INSERT (`customer`, `region`, `n`, `total`, `_ivm_count`, `_ivm_a1`, `_ivm_a1_n`) VALUES (_ivm_s.`customer`, _ivm_s.`region`, _ivm_s.`n`, _ivm_s.`total`, _ivm_s.`_ivm_count`, _ivm_s.`_ivm_a1`, _ivm_s.`_ivm_a1_n`);
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_1;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;

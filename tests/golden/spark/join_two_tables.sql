@@ -2,7 +2,7 @@
 -- features: join, project
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_v.id, _ivm_v.amount, _ivm_v.region, CAST(0 AS BIGINT) AS _ivm_row FROM (SELECT o.id AS id, o.amount AS amount, c.region AS region FROM dl.main.orders AS o JOIN dl.main.customers AS c ON o.customer = c.id) AS _ivm_v WHERE FALSE LIMIT 0;
@@ -21,7 +21,6 @@ SET duckstream.dl_main_mv.end_1 = <its value>;
 SET duckstream.dl_main_mv.cursor_1 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}, duckstream.cursor.dl.main.customers = ${duckstream.dl_main_mv.end_1}
 INSERT OVERWRITE TABLE dl.main.mv (id, amount, region, _ivm_row) SELECT _ivm_v.id, _ivm_v.amount, _ivm_v.region, (SELECT COALESCE(MAX(_ivm_row), 0) FROM dl.main.mv) + ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_row FROM (SELECT o.id AS id, o.amount AS amount, c.region AS region FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.end_1}) AS c ON o.customer = c.id) AS _ivm_v;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -45,7 +44,6 @@ SET duckstream.dl_main_mv.end_1 = <its value>;
 SET duckstream.dl_main_mv.cursor_1 = <its value>;
 SET duckstream.dl_main_mv.changed_1 = <its value>;
 SET duckstream.dl_main_mv.changed = <its value>;
--- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0
       THEN raise_error('duckstream: rebuild required: the cursor snapshot of dl.main.orders is no longer in its history: expired, or the table was re-created, replaced or rolled back')
@@ -58,9 +56,10 @@ SELECT CASE
     WHEN (SELECT min_by(latest_schema_id, timestamp) FROM dl.main.customers.metadata_log_entries WHERE latest_snapshot_id = ${duckstream.dl_main_mv.cursor_1}) <> (SELECT max_by(latest_schema_id, timestamp) FROM dl.main.customers.metadata_log_entries)
       THEN raise_error('duckstream: rebuild required: the schema of dl.main.customers changed')
   END AS `dl.main.customers`;
+-- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 CALL dl.system.create_changelog_view(table => 'main.orders', options => map('start-snapshot-id', '${duckstream.dl_main_mv.cursor_0}', 'end-snapshot-id', '${duckstream.dl_main_mv.end_0}'), changelog_view => '_ivm_dl_main_mv_changelog_0');
 CALL dl.system.create_changelog_view(table => 'main.customers', options => map('start-snapshot-id', '${duckstream.dl_main_mv.cursor_1}', 'end-snapshot-id', '${duckstream.dl_main_mv.end_1}'), changelog_view => '_ivm_dl_main_mv_changelog_1');
-CACHE LAZY TABLE _ivm_dl_main_mv_delta AS SELECT *, ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_id FROM (SELECT id, amount, region, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_mult FROM (SELECT o.id AS id, o.amount AS amount, c.region AS region, o._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.cursor_1}) AS c ON o.customer = c.id WHERE (${duckstream.dl_main_mv.changed_0}) UNION ALL SELECT o.id AS id, o.amount AS amount, c.region AS region, c._ivm_mult AS _ivm_mult FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_1 AS _ivm_c) AS c ON o.customer = c.id WHERE (${duckstream.dl_main_mv.changed_1})) AS _ivm_d GROUP BY id, amount, region HAVING SUM(_ivm_mult) <> 0) AS _ivm_n;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_delta AS SELECT *, ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_id FROM (SELECT id, amount, region, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_mult FROM (SELECT o.id AS id, o.amount AS amount, c.region AS region, o._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS o JOIN (SELECT * FROM dl.main.customers VERSION AS OF ${duckstream.dl_main_mv.cursor_1}) AS c ON o.customer = c.id WHERE (${duckstream.dl_main_mv.changed_0}) UNION ALL SELECT o.id AS id, o.amount AS amount, c.region AS region, c._ivm_mult AS _ivm_mult FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS o JOIN (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_1 AS _ivm_c) AS c ON o.customer = c.id WHERE (${duckstream.dl_main_mv.changed_1})) AS _ivm_d GROUP BY id, amount, region HAVING SUM(_ivm_mult) <> 0) AS _ivm_n;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}, duckstream.cursor.dl.main.customers = ${duckstream.dl_main_mv.end_1}
 MERGE INTO dl.main.mv AS _ivm_t
 USING (SELECT NULL AS `id`, NULL AS `amount`, NULL AS `region`, NULL AS `_ivm_row`, _ivm_k.`_ivm_row` AS _ivm_key0, true AS _ivm_del FROM (SELECT _ivm_row FROM (SELECT m._ivm_row, -d._ivm_mult AS _ivm_k, ROW_NUMBER() OVER (PARTITION BY d._ivm_id ORDER BY m._ivm_row NULLS LAST) AS _ivm_rn FROM dl.main.mv AS m JOIN _ivm_dl_main_mv_delta AS d ON m.id IS NOT DISTINCT FROM d.id AND m.amount IS NOT DISTINCT FROM d.amount AND m.region IS NOT DISTINCT FROM d.region WHERE d._ivm_mult < 0) AS _ivm_x WHERE _ivm_rn <= _ivm_k) AS _ivm_k
@@ -69,7 +68,6 @@ USING (SELECT NULL AS `id`, NULL AS `amount`, NULL AS `region`, NULL AS `_ivm_ro
 ON _ivm_s._ivm_del AND _ivm_t.`_ivm_row` <=> _ivm_s._ivm_key0
 WHEN MATCHED THEN DELETE
 WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`id`, `amount`, `region`, `_ivm_row`) VALUES (_ivm_s.`id`, _ivm_s.`amount`, _ivm_s.`region`, _ivm_s.`_ivm_row`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}), ('dl.main.customers', ${duckstream.dl_main_mv.end_1}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_1;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;

@@ -2,7 +2,7 @@
 -- features: project
 
 -- create_cursors_table
-CREATE TABLE IF NOT EXISTS dl.main._ivm_cursors (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING) USING iceberg PARTITIONED BY (mv_name);
+SELECT 'duckstream: the cursors of dl.main.mv are the duckstream.cursor.<source> properties in the summary of its latest snapshot: SELECT summary FROM dl.main.mv.snapshots' AS cursors;
 
 -- create_mv
 CREATE OR REPLACE TABLE dl.main.mv AS SELECT _ivm_v.id, _ivm_v.customer, _ivm_v.doubled, CAST(0 AS BIGINT) AS _ivm_row FROM (SELECT orders.id AS id, orders.customer AS customer, orders.amount * 2 AS doubled FROM dl.main.orders AS orders) AS _ivm_v WHERE FALSE LIMIT 0;
@@ -17,7 +17,6 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 INSERT OVERWRITE TABLE dl.main.mv (id, customer, doubled, _ivm_row) SELECT _ivm_v.id, _ivm_v.customer, _ivm_v.doubled, (SELECT COALESCE(MAX(_ivm_row), 0) FROM dl.main.mv) + ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_row FROM (SELECT orders.id AS id, orders.customer AS customer, orders.amount * 2 AS doubled FROM (SELECT * FROM dl.main.orders VERSION AS OF ${duckstream.dl_main_mv.end_0}) AS orders) AS _ivm_v;
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 
 -- maintain
 SET spark.sql.optimizer.excludedRules = org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion;
@@ -33,15 +32,15 @@ SET duckstream.dl_main_mv.end_0 = <its value>;
 SET duckstream.dl_main_mv.cursor_0 = <its value>;
 SET duckstream.dl_main_mv.changed_0 = <its value>;
 SET duckstream.dl_main_mv.changed = <its value>;
--- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 SELECT CASE
     WHEN (SELECT count(*) FROM dl.main.orders.history WHERE snapshot_id = ${duckstream.dl_main_mv.cursor_0} AND is_current_ancestor) = 0
       THEN raise_error('duckstream: rebuild required: the cursor snapshot of dl.main.orders is no longer in its history: expired, or the table was re-created, replaced or rolled back')
     WHEN (SELECT min_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries WHERE latest_snapshot_id = ${duckstream.dl_main_mv.cursor_0}) <> (SELECT max_by(latest_schema_id, timestamp) FROM dl.main.orders.metadata_log_entries)
       THEN raise_error('duckstream: rebuild required: the schema of dl.main.orders changed')
   END AS `dl.main.orders`;
+-- stop here (run only the clean-up) unless ${duckstream.dl_main_mv.changed} is true;
 CALL dl.system.create_changelog_view(table => 'main.orders', options => map('start-snapshot-id', '${duckstream.dl_main_mv.cursor_0}', 'end-snapshot-id', '${duckstream.dl_main_mv.end_0}'), changelog_view => '_ivm_dl_main_mv_changelog_0');
-CACHE LAZY TABLE _ivm_dl_main_mv_delta AS SELECT *, ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_id FROM (SELECT id, customer, doubled, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_mult FROM (SELECT orders.id AS id, orders.customer AS customer, orders.amount * 2 AS doubled, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0})) AS _ivm_d GROUP BY id, customer, doubled HAVING SUM(_ivm_mult) <> 0) AS _ivm_n;
+CREATE OR REPLACE TEMPORARY VIEW _ivm_dl_main_mv_delta AS SELECT *, ROW_NUMBER() OVER (ORDER BY NULL NULLS LAST) AS _ivm_id FROM (SELECT id, customer, doubled, CAST(SUM(_ivm_mult) AS BIGINT) AS _ivm_mult FROM (SELECT orders.id AS id, orders.customer AS customer, orders.amount * 2 AS doubled, orders._ivm_mult AS _ivm_mult FROM (SELECT *, CAST(CASE WHEN _ivm_c._change_type = 'INSERT' THEN 1 ELSE -1 END AS BIGINT) AS _ivm_mult FROM _ivm_dl_main_mv_changelog_0 AS _ivm_c) AS orders WHERE (${duckstream.dl_main_mv.changed_0})) AS _ivm_d GROUP BY id, customer, doubled HAVING SUM(_ivm_mult) <> 0) AS _ivm_n;
 -- commit the statement below with the snapshot properties duckstream.cursor.dl.main.orders = ${duckstream.dl_main_mv.end_0}
 MERGE INTO dl.main.mv AS _ivm_t
 USING (SELECT NULL AS `id`, NULL AS `customer`, NULL AS `doubled`, NULL AS `_ivm_row`, _ivm_k.`_ivm_row` AS _ivm_key0, true AS _ivm_del FROM (SELECT _ivm_row FROM (SELECT m._ivm_row, -d._ivm_mult AS _ivm_k, ROW_NUMBER() OVER (PARTITION BY d._ivm_id ORDER BY m._ivm_row NULLS LAST) AS _ivm_rn FROM dl.main.mv AS m JOIN _ivm_dl_main_mv_delta AS d ON m.id IS NOT DISTINCT FROM d.id AND m.customer IS NOT DISTINCT FROM d.customer AND m.doubled IS NOT DISTINCT FROM d.doubled WHERE d._ivm_mult < 0) AS _ivm_x WHERE _ivm_rn <= _ivm_k) AS _ivm_k
@@ -50,7 +49,6 @@ USING (SELECT NULL AS `id`, NULL AS `customer`, NULL AS `doubled`, NULL AS `_ivm
 ON _ivm_s._ivm_del AND _ivm_t.`_ivm_row` <=> _ivm_s._ivm_key0
 WHEN MATCHED THEN DELETE
 WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT (`id`, `customer`, `doubled`, `_ivm_row`) VALUES (_ivm_s.`id`, _ivm_s.`customer`, _ivm_s.`doubled`, _ivm_s.`_ivm_row`);
-INSERT OVERWRITE dl.main._ivm_cursors PARTITION (mv_name = 'mv') SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id FROM VALUES ('dl.main.orders', ${duckstream.dl_main_mv.end_0}) AS v(source_table, last_snapshot) CROSS JOIN (SELECT snapshot_id FROM dl.main.mv.refs WHERE name = 'main') AS m;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_changelog_0;
 DROP VIEW IF EXISTS _ivm_dl_main_mv_delta;
 

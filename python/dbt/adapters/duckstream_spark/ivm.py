@@ -16,9 +16,9 @@ with duckstream's Spark runner (:mod:`duckstream.engines.iceberg.runner`):
 The state (:class:`dbt_duckstream.model.State`) lives in table properties of the model's table
 (``duckstream.*``; the model SQL base64-encoded). Setting them commits no Iceberg snapshot, so
 they never disturb the cursors (kept in the table's snapshot summaries) nor models reading
-the table. Cursors are mirrored in ``_ivm_cursors__<model>`` (one per model: dbt runs models
-in parallel threads). Spark has no multi-statement transactions: a build writes its state
-after the commit that fills the table.
+the table. There is no cursors table on Iceberg (a ``recompute`` drops the
+``_ivm_cursors__<model>`` mirror earlier versions kept). Spark has no multi-statement
+transactions: a build writes its state after the commit that fills the table.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from duckstream.engines.iceberg.runner import (
     setup,
 )
 from duckstream.engines.iceberg.schema import schema_of
+from duckstream.engines.iceberg.window import read_logs
 from duckstream.plan import IVMPlan, Naming
 
 if TYPE_CHECKING:
@@ -138,8 +139,10 @@ class IcebergBackend:
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
         assert isinstance(plan, IVMPlan)
         reason = ""
+        # One read of the tables' metadata: the estimate's and the pin's (no Spark job)
+        logs = read_logs(self.spark, plan.mv_table, plan.tables)
         if request.strategy in ("auto", "full"):
-            report = choose(self.recording, plan)
+            report = choose(self.recording, plan, logs=logs)
             unchanged = report.strategy == "incremental" and not any(
                 s.changed for s in report.sources.values()
             )
@@ -150,7 +153,7 @@ class IcebergBackend:
             reason = f"auto: {report.reason}" if request.strategy == "auto" else ""
         check_not_cached(self.spark, plan)
         try:
-            values = run_steps(self.recording, plan.steps["maintain"])
+            values = run_steps(self.recording, plan.steps["maintain"], logs=logs)
         except RebuildRequired as error:
             return self._rebuild(request, plan, state, error.reason)
         changed, sources = changed_sources(values)

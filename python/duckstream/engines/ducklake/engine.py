@@ -560,12 +560,14 @@ class DuckLakeEngine(Engine):
         columns: list[str],
         *,
         removes: exp.Query | None = None,
+        upsert: exp.Query | None = None,
     ) -> list[Step]:
         """A DELETE and an INSERT; the DELETE is skipped by the runner when ``removes`` has no
         row (:attr:`Sql.needed`): it scans the view's table even when nothing matches (12 ms
         CPU for a one-row view refreshed 30 times, growing with its data files), while the
         read of a temporary table costs ~0.3 ms: an append to a view without aggregates
-        removes nothing."""
+        removes nothing. ``upsert`` is unused: DuckLake's MERGE allows one UPDATE or DELETE
+        action only."""
         match = (
             exp.and_(
                 *(

@@ -12,24 +12,26 @@ What differs from DuckDB + DuckLake, and how this engine deals with it:
 - **No multi-statement transactions.** Every statement commits one table. The view's cursors
   therefore travel *inside the MV's own commit*: the one statement that changes the MV (an
   ``INSERT OVERWRITE`` when populating, a ``MERGE INTO`` when maintaining) carries them as
-  Iceberg snapshot properties ``duckstream.cursor.<source> = <snapshot id>``. The cursors
-  table is a mirror written right after; when the two disagree (a crash in between), the MV's
-  snapshot properties are the truth, and every refresh reads them from there.
+  Iceberg snapshot properties ``duckstream.cursor.<source> = <snapshot id>``, and every
+  refresh reads them from there. There is no cursors table (``create_cursors_table`` is a
+  ``SELECT`` saying where they are): a copy in a second table could only be written by a
+  second commit, not atomically, at the cost of Spark jobs in every refresh.
 - **Change feed.** ``CALL <catalog>.system.create_changelog_view`` between the cursor
   (exclusive) and the pinned end snapshot (inclusive); it removes copy-on-write carry-over
   rows. Old and new states are ``VERSION AS OF <snapshot>``. Iceberg snapshots are per table,
-  so each source gets its own pinned end snapshot.
+  so each source gets its own pinned end snapshot. The runner pins the same window from the
+  tables' metadata without a Spark job, and reads a window of appends only with Iceberg's
+  incremental append scan instead of the changelog (:mod:`.window`).
 - **Where Iceberg has no change feed** the refresh stops with ``duckstream: rebuild required:
   ...`` instead of guessing: a cursor snapshot that was expired, a source that was replaced
   (``CREATE OR REPLACE``, rollback: its ancestry no longer contains the cursor) or whose
   schema changed (checked in SQL), and a source holding delete files (merge-on-read):
   Iceberg's changelog refuses every window of such a table until its delete files are
-  compacted away, failing the refresh before anything is committed (the runner reports that
-  error the same way). Rebuilding is running ``initialize_cursors`` again.
-- **Lazy temp views.** Spark would recompute a temp view (and re-read the changelog) at every
-  read, so the sinks' intermediate results are ``CACHE LAZY TABLE``: computed once, by the
-  first statement that reads them. Every temp view is dropped at the end
-  (:class:`~duckstream.plan.Cleanup`, run also after a failure).
+  compacted away. Rebuilding is running ``initialize_cursors`` again.
+- **Temp views.** The sinks' intermediate results are plain temp views, read by the one
+  statement that writes the view's table (Spark plans them into it; a cache would cost jobs
+  of its own). Every temp view is dropped at the end (:class:`~duckstream.plan.Cleanup`, run
+  also after a failure).
 
 Rendered as text (``IVMPlan.maintain``), a Spark plan is for people: Spark SQL cannot set a
 variable from a query, so a value query is followed by the ``SET`` lines it stands for, and
@@ -54,6 +56,13 @@ from duckstream.engines.iceberg.dialect import (
     variable,
 )
 from duckstream.engines.iceberg.unsupported import check_view, check_written
+from duckstream.engines.iceberg.window import (
+    CURSOR_PROPERTY,
+    REBUILD,
+    SnapshotPin,
+    WindowPin,
+    WindowSource,
+)
 from duckstream.plan import (
     Applied,
     Begin,
@@ -69,7 +78,6 @@ from duckstream.plan import (
     StopUnless,
 )
 
-CURSOR_PROPERTY = "duckstream.cursor."
 # Spark 3.5 takes an Iceberg table read at two snapshots for the same plan (``sameResult``
 # ignores the snapshot), so its optimizer rule RemoveNoopUnion keeps only one of
 # ``SELECT k FROM t VERSION AS OF a UNION SELECT k FROM t VERSION AS OF b``: the rows only the
@@ -78,16 +86,16 @@ CURSOR_PROPERTY = "duckstream.cursor."
 # rule, an optimization only, excluded (tests/spark/test_session.py shows the bug).
 EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 NOOP_UNION = "org.apache.spark.sql.catalyst.optimizer.RemoveNoopUnion"
-REBUILD = "duckstream: rebuild required: "
 _ALIAS = re.compile(r"AS `(duckstream\.[^`]+)`")
 
 
 @functools.lru_cache(maxsize=4096)
 def _create_temp(step: CreateTemp) -> str:
-    """Rendered once per step (by identity). LAZY: computed once, by the first statement that
-    reads it, then reused."""
+    """Rendered once per step (by identity). A plain temp view: the one statement that writes
+    the view's table reads it (the apply), so nothing is worth caching, and a cache costs
+    jobs of its own."""
     table, query = step.table.sql(dialect=DIALECT), step.query.sql(dialect=DIALECT)
-    return f"CACHE LAZY TABLE {table} AS {query}"
+    return f"CREATE OR REPLACE TEMPORARY VIEW {table} AS {query}"
 
 
 def value_query(step: PinSnapshot | PinWindow | SetValues) -> str:
@@ -116,7 +124,10 @@ def render(step: Step) -> list[str]:
         lines = "\n".join(f"-- {line}" for line in query.splitlines())
         # the script's joiner ends the last statement
         sets = ";\n".join(f"SET {name} = <its value>" for name in names)
-        return [f"-- the values below are the one row of:\n{lines}\n{sets}"]
+        values = f"-- the values below are the one row of:\n{lines}\n{sets}"
+        if isinstance(step, PinWindow) and isinstance(step.spec, WindowPin):
+            return [values, step.spec.check]
+        return [values]
     if isinstance(step, StopUnless):
         return [f"-- stop here (run only the clean-up) unless {step.value} is true"]
     if isinstance(step, CommitWith):
@@ -197,11 +208,16 @@ class IcebergEngine(Engine):
 
     # -- statements ------------------------------------------------------------------------
     def create_cursors_table(self) -> str:
-        return (
-            f"CREATE TABLE IF NOT EXISTS {self.sql(self.tgt.cursors_table())}"
-            " (source_table STRING, last_snapshot BIGINT, mv_snapshot BIGINT, mv_name STRING)"
-            " USING iceberg PARTITIONED BY (mv_name)"
+        """No table: a view's cursors are the snapshot properties of its own commits (Spark
+        has no transaction that could write a second table atomically with it). Mirroring
+        them into a table cost every refresh a statement of 2-3 Spark jobs, ~0.5 s: this
+        statement only says where they are, and creates nothing."""
+        where = (
+            f"duckstream: the cursors of {self.tgt.fqn} are the {CURSOR_PROPERTY}<source>"
+            f" properties in the summary of its latest snapshot: SELECT summary FROM"
+            f" {self.sql(self.tgt.table())}.snapshots"
         )
+        return f"SELECT {lit(where)} AS cursors"
 
     def render(self, step: Step) -> list[str]:
         return render(step)
@@ -234,7 +250,8 @@ class IcebergEngine(Engine):
             outer.append(f"e{s.index} AS {quoted(self._key(f'end_{s.index}'))}")
             outer.append(f"e{s.index} AS {quoted(self._key(f'cursor_{s.index}'))}")
         pin = "SELECT " + ",\n  ".join(outer) + "\nFROM (SELECT " + ", ".join(inner) + ") AS pinned"
-        return [PinSnapshot(pin)]
+        spec = SnapshotPin(self._key(""), tuple((s.fqn, s.index) for s in self.sources))
+        return [PinSnapshot(pin, spec)]
 
     def _mv_cursors(self) -> str:
         """The summary of the MV's current snapshot, or of its latest ancestor that changed
@@ -272,8 +289,16 @@ class IcebergEngine(Engine):
             + ",\n    ".join(inner)
             + f"\n  FROM ({self._mv_cursors()}) AS mv) AS pinned"
         )
-        statements: list[Step] = [PinWindow(pin), StopUnless(self._value("changed"))]
-        statements.append(Sql(self._check_window()))
+        spec = WindowPin(
+            query=pin,
+            check=self._check_window(),
+            view=self.tgt.fqn,
+            prefix=self._key(""),
+            sources=tuple(
+                WindowSource(s.fqn, s.index, self._changelog(s).name) for s in self.sources
+            ),
+        )
+        statements: list[Step] = [PinWindow(spec), StopUnless(self._value("changed"))]
         for s in self.sources:
             options = (
                 f"map('start-snapshot-id', '{self._cursor(s)}',"
@@ -321,28 +346,11 @@ class IcebergEngine(Engine):
             items.append(f"CASE{whens}\n  END AS {quoted(t)}")
         return "SELECT " + ",\n  ".join(items)
 
-    def _mirror_cursors(self) -> list[Step]:
-        """Make the cursors table say what the MV's latest snapshot says. The table is
-        partitioned by view: overwriting one view's partition is a single commit that does not
-        conflict with other views refreshing at the same time."""
-        rows = ", ".join(f"({lit(s.fqn)}, {self._end(s)})" for s in self.sources)
-        if not rows:
-            return []
-        return [
-            Sql(
-                f"INSERT OVERWRITE {self.sql(self.tgt.cursors_table())}"
-                f" PARTITION (mv_name = {lit(self.tgt.name)})"
-                " SELECT v.source_table, CAST(v.last_snapshot AS BIGINT), m.snapshot_id"
-                f" FROM VALUES {rows} AS v(source_table, last_snapshot)"
-                f" CROSS JOIN {self._current(self.tgt.table())} AS m"
-            )
-        ]
-
     def record_cursors(self) -> list[Step]:
-        return self._mirror_cursors()
+        return []  # the fill's commit carries them (populate)
 
     def advance_cursors(self) -> list[Step]:
-        return self._mirror_cursors()
+        return []  # the MERGE's commit carries them (replace_rows)
 
     def _properties(self, sql: str) -> Step:
         """``sql`` committed with the pinned end snapshots as the MV's snapshot properties."""
@@ -372,9 +380,26 @@ class IcebergEngine(Engine):
         columns: list[str],
         *,
         removes: exp.Query | None = None,  # one MERGE: no delete of its own to skip
+        upsert: exp.Query | None = None,
     ) -> list[Step]:
         def ident(name: str) -> str:
             return self.sql(exp.to_identifier(name, quoted=True))
+
+        if upsert is not None:
+            # One row per key: the MERGE reads its source once (the removed keys and the
+            # added rows as two branches read the delta twice, in jobs of their own)
+            on = " AND ".join(f"_ivm_t.{ident(k)} <=> _ivm_s.{ident(k)}" for k in keys)
+            sets = ", ".join(f"{ident(c)} = _ivm_s.{ident(c)}" for c in columns)
+            names = ", ".join(ident(c) for c in columns)
+            values = ", ".join(f"_ivm_s.{ident(c)}" for c in columns)
+            merge = (
+                f"MERGE INTO {self.sql(self.tgt.table())} AS _ivm_t\n"
+                f"USING ({self.sql(upsert)}) AS _ivm_s\nON {on}\n"
+                "WHEN MATCHED AND NOT _ivm_s._ivm_keep THEN DELETE\n"
+                f"WHEN MATCHED THEN UPDATE SET {sets}\n"
+                f"WHEN NOT MATCHED AND _ivm_s._ivm_keep THEN INSERT ({names}) VALUES ({values})"
+            )
+            return [self._properties(merge)]
 
         key_names = [f"_ivm_key{i}" for i in range(len(keys))]
         gone = ", ".join(

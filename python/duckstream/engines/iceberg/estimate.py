@@ -1,13 +1,12 @@
 """Estimate a Spark refresh window from Iceberg metadata alone, and choose (``strategy='auto'``).
 
-``choose(spark, plan)`` reads, in **one Spark query** (a ``UNION ALL`` of metadata tables:
-every Spark query costs a job, and ``auto`` pays for this estimate on every refresh), the
-``snapshots`` and the ``main`` ref of the view's table and of each source. No data file is
-read. From them:
+``choose(spark, plan)`` reads the snapshots of the view's table and of each source from their
+Iceberg metadata (:func:`.window.read_logs`: no Spark job, and the refresh's pin reuses the
+same read). No data file is read. From them:
 
 * each source's **cursor**: the ``duckstream.cursor.<source>`` snapshot properties of the
   view's latest snapshot that is not a compaction (``replace``), as the plan's own ``set``
-  query reads them (the cursors table is only a mirror);
+  query reads them;
 * its **window**: the snapshots from its current one back, through ``parent_id``, to the
   cursor (exclusive). Not reaching the cursor means it was expired, or the table was
   re-created, replaced or rolled back: Iceberg has no change feed for that window;
@@ -21,13 +20,12 @@ read. From them:
   compactions (``replace``) change no row and the changelog skips them;
 * ``rows`` is the current snapshot's ``total-records``.
 
-Rebuild reasons, found here before a refresh is attempted: no cursors in the view's table
-(never initialized, or written outside duckstream), a source with no snapshot, a cursor that
-is no longer an ancestor, and **delete files** (merge-on-read deletes and updates, deletion
-vectors: the summary's ``total-delete-files``) in the window, which Iceberg's changelog
-refuses to read. A schema change is not visible in these tables: the plan's own check finds
-it, and :func:`.runner.refresh` then rebuilds (a failed attempt costs a few
-Spark jobs and commits nothing).
+Rebuild reasons, found here before a refresh is attempted (:func:`.window.rebuild_reason`,
+the pin's own checks): no cursors in the view's table (never initialized, or written outside
+duckstream), a source with no snapshot, a cursor that is no longer an ancestor, a schema
+changed since the cursor's snapshot, and **delete files** (merge-on-read deletes and
+updates, deletion vectors: the summary's ``total-delete-files``) in the window, which
+Iceberg's changelog refuses to read.
 
 The choice itself is :func:`duckstream.refresh.decide` with :class:`SparkPolicy`.
 """
@@ -38,10 +36,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlglot import exp
-
-from duckstream.engines.iceberg.dialect import DIALECT
-from duckstream.engines.iceberg.engine import CURSOR_PROPERTY
+from duckstream.engines.iceberg.window import (
+    CURSOR_PROPERTY,
+    TableLog,
+    read_logs,
+    rebuild_reason,
+)
 from duckstream.plan import IVMPlan
 from duckstream.refresh import Policy, RefreshReport, SourceEstimate, decide
 
@@ -77,78 +77,6 @@ class SparkPolicy(Policy):
     delete_reach: float = 1.0
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """One row of an Iceberg table's ``snapshots`` metadata table."""
-
-    snapshot_id: int
-    parent_id: int | None
-    operation: str
-    summary: dict[str, str]
-
-    def count(self, key: str) -> int:
-        """A count of the summary (``added-records``, ...); absent means none."""
-        return int(self.summary.get(key) or 0)
-
-
-@dataclass
-class TableLog:
-    """An Iceberg table's snapshots by id, and its current one (``None``: never written)."""
-
-    current: int | None
-    snapshots: dict[int, Snapshot]
-
-    def since(self, cursor: int) -> list[Snapshot] | None:
-        """The snapshots after ``cursor`` up to the current one, newest first; ``None`` when
-        ``cursor`` is not an ancestor of the current snapshot (or was expired)."""
-        found, at = [], self.current
-        while at != cursor:
-            snapshot = self.snapshots.get(at) if at is not None else None
-            if snapshot is None:
-                return None
-            found.append(snapshot)
-            at = snapshot.parent_id
-        return found
-
-    def latest_data_snapshot(self) -> Snapshot | None:
-        """The current snapshot, or its latest ancestor that is not a compaction."""
-        at = self.current
-        while at is not None and at in self.snapshots:
-            if self.snapshots[at].operation != "replace":
-                return self.snapshots[at]
-            at = self.snapshots[at].parent_id
-        return None
-
-
-def metadata_query(tables: list[str]) -> str:
-    """Every snapshot of each table (numbered by its position in ``tables``) with the table's
-    current snapshot id, in one query. ``tables`` are plain names (as cursors are keyed),
-    quoted here where Spark needs it."""
-    refs = [exp.to_table(table).sql(DIALECT) for table in tables]
-    return "\nUNION ALL\n".join(
-        f"SELECT {i} AS t, s.snapshot_id, s.parent_id, s.operation, s.summary,"
-        f" r.snapshot_id AS current_id FROM {table}.snapshots AS s"
-        f" CROSS JOIN (SELECT snapshot_id FROM {table}.refs WHERE name = 'main') AS r"
-        for i, table in enumerate(refs)
-    )
-
-
-def read_logs(spark: SparkSession, tables: list[str]) -> dict[str, TableLog]:
-    """The :class:`TableLog` of each table."""
-    logs = {table: TableLog(None, {}) for table in tables}
-    for row in spark.sql(metadata_query(tables)).collect():
-        log = logs[tables[int(row["t"])]]
-        log.current = int(row["current_id"])
-        parent = row["parent_id"]
-        log.snapshots[int(row["snapshot_id"])] = Snapshot(
-            int(row["snapshot_id"]),
-            None if parent is None else int(parent),
-            str(row["operation"]),
-            dict(row["summary"] or {}),
-        )
-    return logs
-
-
 def estimate_window(
     mv_table: str, sources: list[str], logs: dict[str, TableLog]
 ) -> dict[str, SourceEstimate] | str:
@@ -158,28 +86,13 @@ def estimate_window(
     summary = latest.summary if latest else {}
     estimates: dict[str, SourceEstimate] = {}
     for source in sources:
-        cursor = summary.get(CURSOR_PROPERTY + source)
-        if cursor is None:
-            return (
-                f"no cursor for source {source} in the snapshots of {mv_table} (not"
-                " initialized, or the table was written outside duckstream)"
-            )
+        why = rebuild_reason(mv_table, source, logs)
+        if why is not None:
+            return why
         log = logs[source]
-        if log.current is None:
-            return f"source {source} has no snapshot (never written, or re-created)"
-        window = log.since(int(cursor))
-        if window is None:
-            return (
-                f"the cursor snapshot of {source} is no longer in its history: expired, or the"
-                " table was re-created, replaced or rolled back"
-            )
+        assert log.current is not None
+        window = log.since(int(summary[CURSOR_PROPERTY + source])) or []
         changes = [s for s in window if s.operation != "replace"]
-        if any(s.count("total-delete-files") for s in changes):
-            return (
-                f"{source} has delete files (merge-on-read), which Iceberg's changelog cannot"
-                " read; keep sources copy-on-write (write.delete.mode, write.update.mode,"
-                " write.merge.mode)"
-            )
         deleted = sum(s.count("deleted-records") for s in changes)
         estimates[source] = SourceEstimate(
             source,
@@ -191,18 +104,28 @@ def estimate_window(
     return estimates
 
 
-def estimate(spark: SparkSession, plan: IVMPlan) -> dict[str, SourceEstimate] | str:
-    """Per source of ``plan``, what its window holds; or why it must be rebuilt."""
+def estimate(
+    spark: SparkSession, plan: IVMPlan, logs: dict[str, TableLog] | None = None
+) -> dict[str, SourceEstimate] | str:
+    """Per source of ``plan``, what its window holds; or why it must be rebuilt. ``logs``:
+    the metadata already read for this refresh (:func:`.window.read_logs`), else read here."""
     sources = plan.tables
-    logs = read_logs(spark, [plan.mv_table, *sources])
+    if logs is None:
+        logs = read_logs(spark, plan.mv_table, sources)
     return estimate_window(plan.mv_table, sources, logs)
 
 
-def choose(spark: SparkSession, plan: IVMPlan, policy: Policy | None = None) -> RefreshReport:
-    """Estimate the window from Iceberg metadata and decide (:class:`SparkPolicy` unless
-    ``policy`` is given); runs nothing else."""
+def choose(
+    spark: SparkSession,
+    plan: IVMPlan,
+    policy: Policy | None = None,
+    *,
+    logs: dict[str, TableLog] | None = None,
+) -> RefreshReport:
+    """Estimate the window from Iceberg metadata (``logs`` when already read) and decide
+    (:class:`SparkPolicy` unless ``policy`` is given); runs nothing else."""
     start = time.perf_counter()
-    found = estimate(spark, plan)
+    found = estimate(spark, plan, logs)
     if isinstance(found, str):
         report = RefreshReport("full", "auto", found)
     else:

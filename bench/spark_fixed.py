@@ -1,0 +1,140 @@
+"""``python -m bench.spark_fixed``: the fixed cost of a Spark + Iceberg refresh.
+
+A one-row append to a source of ``--rows`` rows, then ``refresh(strategy="incremental")``,
+per view, ``--reps`` times (each refresh after its own one-row append). Prints, per view, the
+median wall time of the refresh, of each of its steps (by kind, the first words of the
+statement), the Spark jobs it ran (``statusTracker``) and the JVM's CPU time (``/proc``),
+and checks the view against recomputation after every refresh.
+
+Runs against whatever ``duckstream`` is importable: compare two trees by alternating runs
+(``PYTHONPATH=<tree>/python``), e.g. ``for i in 1 2; do for t in a b; do ...; done; done``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from duckstream import compile_ivm
+from duckstream.engines.iceberg import runner
+from duckstream.spark import local_session, refresh, schema_of, setup
+from duckstream.testing.differential import as_multiset, multiset_diff
+
+VIEWS = {
+    "grouped": "SELECT k % 100 AS g, count(*) AS n, sum(v) AS s FROM t GROUP BY k % 100",
+    "join": "SELECT u.w, sum(t.v) AS s FROM t JOIN u ON t.k % 1000 = u.k GROUP BY u.w",
+    "rows": "SELECT k, v FROM t WHERE v > 10",
+}
+
+
+def _jvm_cpu_seconds() -> float:
+    """utime + stime of the Java processes that are children of this one."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[1] == me and "java" in stat[: stat.rindex(")")]:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--views", nargs="*", default=list(VIEWS))
+    parser.add_argument("--strategy", default="incremental")
+    parser.add_argument("--conf", nargs="*", default=[], help="key=value Spark settings")
+    args = parser.parse_args()
+
+    warehouse = tempfile.mkdtemp(prefix="spark_fixed_")
+    spark = local_session(
+        warehouse, cores=2, extra_conf={"spark.driver.memory": "3g", "spark.locality.wait": "0"}
+    )
+    for setting in args.conf:
+        spark.conf.set(*setting.split("=", 1))
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS db")
+    spark.sql("USE lake.db")
+    spark.sql("CREATE TABLE db.t (k BIGINT, v BIGINT) USING iceberg")
+    spark.sql(f"INSERT INTO db.t SELECT id, id % 97 FROM range({args.rows})")
+    spark.sql("CREATE TABLE db.u (k BIGINT, w BIGINT) USING iceberg")
+    spark.sql("INSERT INTO db.u SELECT id, id % 13 FROM range(1000)")
+
+    steps: dict[str, list[float]] = collections.defaultdict(list)
+    execute = runner._execute
+
+    step_jobs: dict[str, list[int]] = collections.defaultdict(list)
+
+    def timed(spark_, run, step):  # noqa: ANN001, ANN202
+        start, before = time.perf_counter(), len(tracker.getJobIdsForGroup())
+        try:
+            return execute(spark_, run, step)
+        finally:
+            text = getattr(step, "statement", "") or getattr(step, "query", "")
+            key = f"{type(step).__name__} {' '.join(str(text).split()[:2])}"
+            steps[key].append(time.perf_counter() - start)
+            step_jobs[key].append(len(tracker.getJobIdsForGroup()) - before)
+
+    runner._execute = timed
+    tracker = spark.sparkContext.statusTracker()
+    next_key = args.rows
+    for name in args.views:
+        sql = VIEWS[name]
+        plan = compile_ivm(
+            sql,
+            mv_name=f"v_{name}",
+            mv_catalog="lake",
+            mv_schema="db",
+            dialect="spark",
+            schema=schema_of(spark, sql, catalog="lake", schema="db"),
+        )
+        setup(spark, plan)
+        walls, cpus, jobs = [], [], []
+        steps.clear()
+        step_jobs.clear()
+        for _ in range(args.reps + 1):  # the first refresh warms up, left out
+            spark.sql(f"INSERT INTO db.t VALUES ({next_key}, 42)")
+            next_key += 1
+            before_jobs = len(tracker.getJobIdsForGroup())
+            cpu, start = _jvm_cpu_seconds(), time.perf_counter()
+            report = refresh(spark, plan, strategy=args.strategy)
+            walls.append(time.perf_counter() - start)
+            cpus.append(_jvm_cpu_seconds() - cpu)
+            jobs.append(len(tracker.getJobIdsForGroup()) - before_jobs)
+            got = as_multiset(spark.sql(plan.query_mv).collect())
+            want = as_multiset(spark.sql(sql).collect())
+            if got != want:
+                diff = multiset_diff(want, got)
+                raise SystemExit(f"{name}: the view differs from recomputation:\n{diff}")
+            for phase in getattr(report, "phases", []) or []:
+                steps[f"phase {phase.name}"].append(phase.seconds)
+        walls, cpus, jobs = walls[1:], cpus[1:], jobs[1:]
+        print(
+            f"{name}: refresh median {statistics.median(walls) * 1000:.0f} ms wall,"
+            f" {statistics.median(cpus) * 1000:.0f} ms JVM CPU, {statistics.median(jobs)} jobs"
+            f" ({report.strategy})"
+        )
+        for key, times in steps.items():
+            kept = times[-args.reps :] if len(times) > args.reps else times
+            each = len(times) / (args.reps + 1)
+            jobs_each = statistics.median(step_jobs[key]) if step_jobs.get(key) else ""
+            print(
+                f"    {key:<40} {statistics.median(kept) * 1000:8.0f} ms  (x{each:.1g})"
+                f" {jobs_each} jobs"
+            )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
