@@ -298,8 +298,10 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     does not do by itself through a GROUP BY (TPC-H Q4's EXISTS, decorrelated into a
     DISTINCT of lineitem's order keys, refreshes 3.5x faster on an SF 1 append).
 
-    A source's state (``SELECT * FROM <table>``) takes it too (:func:`_is_table_state`),
-    and an outer join's marker over either is seen through (:func:`_marked_relation`).
+    An outer join's marker over such a derived table is seen through
+    (:func:`_marked_relation`). A source's state (``SELECT * FROM t AT ...``) is left as
+    it is: a key filter inside it made DuckDB 1.5.5 plan top-k views over joins 1.3-3x
+    slower (TPC-H Q3 and Q18 with LIMIT, SF 0.1 appends) and gained nothing measurable.
 
     Only where the groups kept are whole and no others: ``t`` is grouped (DISTINCT or GROUP
     BY) by ``y`` alone, constants aside, so the rows of one group share ``y``; nothing under
@@ -316,9 +318,6 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     >>> t = derived("SELECT *, TRUE AS m FROM (SELECT DISTINCT l.k AS y FROM l) AS t")
     >>> push_key_filter(t, parse_one("t.y IN (SELECT x FROM d)")), t.this.find(exp.Where).sql()
     (True, 'WHERE l.k IN (SELECT x FROM d)')
-    >>> t = derived("SELECT * FROM l")
-    >>> push_key_filter(t, parse_one("t.y IN (SELECT x FROM d)")), t.sql()
-    (True, '(SELECT * FROM l WHERE y IN (SELECT x FROM d)) AS t')
     >>> t = derived("SELECT l.k AS y, sum(v) AS s FROM l GROUP BY l.k")
     >>> push_key_filter(t, parse_one("t.s IN (SELECT x FROM d)"))  # not a key: the sums change
     False
@@ -341,10 +340,6 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
         column = condition.this.copy()
         column.set("table", exp.to_identifier(under.alias_or_name))
         return push_key_filter(under, exp.In(this=column, query=condition.args["query"]))
-    if _is_table_state(inner):
-        column = exp.column(condition.this.name)
-        inner.where(exp.In(this=column, query=condition.args["query"].copy()), copy=False)
-        return True
     distinct = inner.args.get("distinct")
     if any(inner.find_all(exp.Window)) or (distinct is not None and distinct.args.get("on")):
         return False
@@ -367,21 +362,6 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     pushed = exp.In(this=key.copy(), query=condition.args["query"].copy())
     inner.where(pushed, copy=False)
     return True
-
-
-def _is_table_state(select: exp.Select) -> bool:
-    """``SELECT * FROM <table>`` (a source at a snapshot): a key filter inside it sits on
-    the scan itself. DuckDB 1.5.5 plans ``t.y IN (<keys>)`` of the term's WHERE as a
-    semi-join that its join order may place above a join to another big table, so the
-    scan reads the whole table (TPC-H Q21: lineitem joined to supplier first); inside the
-    derived table the semi-join stays on the scan, whose dynamic filters then skip the
-    files and row groups of other keys."""
-    source = select.args.get("from_")
-    if source is None or not isinstance(source.this, exp.Table):
-        return False
-    if any(select.args.get(k) for k in ("where", "joins", "group", "having", "distinct")):
-        return False
-    return len(select.expressions) == 1 and isinstance(select.expressions[0], exp.Star)
 
 
 def _marked_relation(select: exp.Select) -> exp.Subquery | None:
