@@ -24,6 +24,7 @@ from duckstream.tree.base import (
     Relation,
     Term,
     column_tables,
+    key_in,
     union_all,
     uses_key_semijoins,
 )
@@ -154,11 +155,7 @@ def restrict_to(
     ]
     if keyed and uses_key_semijoins():
         in_keys = [
-            exp.In(
-                this=group.copy(),
-                query=exp.Subquery(this=exp.select(name).from_(_keys_relation(keys))),
-            )
-            for group, name in keyed
+            key_in(group, exp.select(name).from_(_keys_relation(keys))) for group, name in keyed
         ]
         some_null = exp.or_(*(exp.Is(this=g.copy(), expression=exp.Null()) for g, _ in keyed))
         terms = [term.filtered(*in_keys, exists), term.filtered(some_null, exists)]

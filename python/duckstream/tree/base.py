@@ -158,19 +158,23 @@ class Term:
         return self.key_filters(self.delta_alias, keys)
 
     def carried_filters(self) -> list[tuple[int | None, exp.Expr]]:
-        """Each WHERE conjunct ``t.y IN (<uncorrelated query>)`` carried to the relations
-        equal to ``t.y`` (:meth:`key_filters`), but onto columns that have such a filter
-        already. A term built with a key filter on one relation (an unmatched-row term of an
-        outer join: ``J.a IN (SELECT b FROM ΔR)``) thus prunes the others joined by the
-        same key, as the delta's semi-join filters do; without it an engine groups a
-        subquery joined to ``J.a`` whole (TPC-H Q21). On engines that want key semi-joins
-        (:func:`uses_key_semijoins`) only.
+        """Each WHERE conjunct ``t.y IN (<keys>)`` that is a key filter (:func:`key_in`),
+        carried to the relations equal to ``t.y`` (:meth:`key_filters`), but not onto columns
+        that have an ``IN`` filter already. A term built with a key filter on one relation
+        (an unmatched-row term of an outer join: ``J.a IN (SELECT b FROM ΔR)``) thus prunes
+        the others joined by the same key, as the delta's semi-join filters do; without it
+        an engine groups a subquery joined to ``J.a`` whole (TPC-H Q21). On engines that
+        want key semi-joins (:func:`uses_key_semijoins`) only.
 
         >>> from sqlglot import parse_one
-        >>> q = parse_one("SELECT * FROM l LEFT JOIN s ON l.k = s.k WHERE l.k IN (SELECT 1)")
-        >>> term = Term(q.args["from_"].this, tuple(q.args["joins"]), (q.args["where"].this,))
+        >>> q = parse_one("SELECT * FROM l LEFT JOIN s ON l.k = s.k")
+        >>> keys = key_in(parse_one("l.k"), parse_one("SELECT 1"))
+        >>> term = Term(q.args["from_"].this, tuple(q.args["joins"]), (keys,))
         >>> [(i, f.sql()) for i, f in term.carried_filters()]
         [(0, 's.k IN (SELECT 1)')]
+        >>> own = parse_one("l.k IN (SELECT 1)")  # a view's own IN: may read a whole table
+        >>> Term(q.args["from_"].this, tuple(q.args["joins"]), (own,)).carried_filters()
+        []
         """
         if not uses_key_semijoins():
             return []
@@ -184,7 +188,8 @@ class Term:
             if not (isinstance(column, exp.Column) and column.table and query is not None):
                 continue
             filtered.add((column.table, column.name))
-            if where and isinstance(query, exp.Subquery) and _uncorrelated(query.this):
+            carried = where and condition.meta.get(KEY_FILTER) and isinstance(query, exp.Subquery)
+            if carried and _uncorrelated(query.this):
                 carriers.append((column, query.this))
         filters: list[tuple[int | None, exp.Expr]] = []
         for column, query in carriers:
@@ -268,7 +273,7 @@ class Term:
                         if found is False:
                             continue
                         target = found
-                    condition = exp.In(this=other.copy(), query=exp.Subquery(this=query))
+                    condition = key_in(other, query)
                     filters.append((target, condition))
                     skipped.add((other.table, other.name))
                     if target is None:
@@ -443,6 +448,18 @@ def on_changes(condition: exp.Expr, alias: str) -> exp.Expr | None:
     for column in implied.find_all(exp.Column):
         column.set("table", exp.to_identifier("_ivm_d"))
     return implied
+
+
+KEY_FILTER = "ivm_key_filter"  # meta flag of the key filters the operators make
+
+
+def key_in(expression: exp.Expr, query: exp.Query) -> exp.In:
+    """``expression IN (query)``, marked as a key filter of the changed keys (a cheap query
+    of them): :meth:`Term.carried_filters` carries only those, never a view's own ``IN``,
+    whose query may read a whole table."""
+    condition = exp.In(this=expression.copy(), query=exp.Subquery(this=query))
+    condition.meta[KEY_FILTER] = True
+    return condition
 
 
 def row_columns(rows: exp.Expr) -> set[str] | None:

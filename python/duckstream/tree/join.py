@@ -53,6 +53,7 @@ from duckstream.tree.base import (
     aliased,
     column_tables,
     conjuncts,
+    key_in,
     push_key_filter,
     row_columns,
     union_all,
@@ -342,7 +343,7 @@ def _in(ctx: Context, expression: exp.Expr, query: exp.Select) -> exp.Expr:
     for table in query.find_all(exp.Table):
         if not table.db and table.name in renamed:
             table.set("this", exp.to_identifier(renamed[table.name]))
-    return exp.In(this=expression.copy(), query=exp.Subquery(this=query))
+    return key_in(expression, query)
 
 
 def _constant(sign: int) -> exp.Expr:
