@@ -24,6 +24,7 @@ from duckstream.tree.base import (
     Relation,
     Term,
     column_tables,
+    key_in,
     union_all,
     uses_key_semijoins,
 )
@@ -95,6 +96,29 @@ def affected_groups(ctx: Context, block: Block, groups: list[exp.Expr]) -> exp.Q
     return exp.select(*(names or ["_ivm_one"])).distinct().from_(exp.paren(query).as_("_ivm_delta"))
 
 
+def changed_group_keys(
+    ctx: Context, block: Block, groups: list[exp.Expr], items: list[exp.Expr], names: list[str]
+) -> exp.Query | None:
+    """The affected groups as the grouping operator's own key columns (each output column
+    that is a group expression as written), when the input reads one source whose changes
+    are cheap to read again (:meth:`Block.reads_changes_only`); else ``None``. Every row of
+    the operator's delta (:func:`regroup_delta`) is of an affected group, so these hold
+    every key value that delta has: what a join of the delta needs to filter its other
+    relations by (:meth:`Leaf.delta_rows`)."""
+    if not groups or not block.reads_changes_only(ctx):
+        return None
+    columns = []
+    for item, name in zip(items, names, strict=True):
+        expression = item.unalias() if isinstance(item, exp.Alias) else item
+        found = [i for i, g in enumerate(groups) if g == expression and not is_constant(g)]
+        if found:
+            columns.append(exp.alias_(exp.column(f"_ivm_g{found[0]}"), name))
+    if not columns:
+        return None
+    keys = exp.paren(affected_groups(ctx, block, groups)).as_("_ivm_k")
+    return exp.select(*columns).from_(keys)
+
+
 def restrict_to(
     term: Term, keys: exp.Expr, groups: Sequence[exp.Expr], names: list[str]
 ) -> list[Term]:
@@ -131,11 +155,7 @@ def restrict_to(
     ]
     if keyed and uses_key_semijoins():
         in_keys = [
-            exp.In(
-                this=group.copy(),
-                query=exp.Subquery(this=exp.select(name).from_(_keys_relation(keys))),
-            )
-            for group, name in keyed
+            key_in(group, exp.select(name).from_(_keys_relation(keys))) for group, name in keyed
         ]
         some_null = exp.or_(*(exp.Is(this=g.copy(), expression=exp.Null()) for g, _ in keyed))
         terms = [term.filtered(*in_keys, exists), term.filtered(some_null, exists)]
@@ -220,3 +240,6 @@ class Aggregate(Relation):
 
     def delta(self, ctx: Context) -> exp.Query:
         return regroup_delta(ctx, self.input, self.groups, self._close)
+
+    def delta_keys(self, ctx: Context) -> exp.Query | None:
+        return changed_group_keys(ctx, self.input, self.groups, self.items, self.names)

@@ -67,8 +67,9 @@ class Term:
     where: tuple[exp.Expr, ...] = ()
     mult: exp.Expr | None = None
     guards: tuple[exp.Expr, ...] = ()
-    # The alias of the source whose changes this term reads, and a query of those changes,
-    # when re-reading them is cheap: ``select`` then adds semi-join filters (see there).
+    # The alias of the leaf whose changes this term reads, and a query of those changes (or
+    # of their key columns, see :meth:`Leaf.delta_rows`) when re-reading it is cheap:
+    # ``select`` then adds semi-join filters (see there).
     delta_alias: str | None = None
     delta_rows: exp.Expr | None = None
 
@@ -84,6 +85,7 @@ class Term:
     def select(self, *items: exp.Expr) -> exp.Select:
         """``SELECT items FROM ... WHERE ...`` for this term."""
         term = self.with_filters(self.semijoin_filters())
+        term = term.with_filters(term.carried_filters())
         query = exp.Select(expressions=[i.copy() for i in items])
         query.set("from_", exp.From(this=term.from_.copy()))
         conditions = [c.copy() for c in term.guards + term.where]
@@ -134,21 +136,75 @@ class Term:
         if self.delta_alias is None or self.delta_rows is None:
             return []
         rows, alias = self.delta_rows, self.delta_alias
+        has = row_columns(rows)
         # the changed rows that can pass the term's WHERE: a view's filter on the changed
         # source then prunes the other side to the keys that matter (TPC-H Q19: of 400
         # changed parts, the few of its brands and sizes; none often, and an empty key set
-        # lets the engine skip the scan of lineitem)
+        # lets the engine skip the scan of lineitem). Rows of key columns only keep the
+        # conditions on those columns.
         passing = [on_changes(c, alias) for w in self.where for c in conjuncts(w)]
-        kept = [c for c in passing if c is not None]
+        kept = [
+            c
+            for c in passing
+            if c is not None and (has is None or {x.name for x in c.find_all(exp.Column)} <= has)
+        ]
 
-        def keys(column: str) -> exp.Select:
+        def keys(column: str) -> exp.Select | None:
+            if has is not None and column not in has:
+                return None
             query = exp.select(exp.column(column)).from_(exp.paren(rows.copy()).as_("_ivm_d"))
             return query.where(*kept, copy=False) if kept else query
 
         return self.key_filters(self.delta_alias, keys)
 
+    def carried_filters(self) -> list[tuple[int | None, exp.Expr]]:
+        """Each WHERE conjunct ``t.y IN (<keys>)`` that is a key filter (:func:`key_in`),
+        carried to the relations equal to ``t.y`` (:meth:`key_filters`), but not onto columns
+        that have an ``IN`` filter already. A term built with a key filter on one relation
+        (an unmatched-row term of an outer join: ``J.a IN (SELECT b FROM ΔR)``) thus prunes
+        the others joined by the same key, as the delta's semi-join filters do; without it
+        an engine groups a subquery joined to ``J.a`` whole (TPC-H Q21). On engines that
+        want key semi-joins (:func:`uses_key_semijoins`) only.
+
+        >>> from sqlglot import parse_one
+        >>> q = parse_one("SELECT * FROM l LEFT JOIN s ON l.k = s.k")
+        >>> keys = key_in(parse_one("l.k"), parse_one("SELECT 1"))
+        >>> term = Term(q.args["from_"].this, tuple(q.args["joins"]), (keys,))
+        >>> [(i, f.sql()) for i, f in term.carried_filters()]
+        [(0, 's.k IN (SELECT 1)')]
+        >>> own = parse_one("l.k IN (SELECT 1)")  # a view's own IN: may read a whole table
+        >>> Term(q.args["from_"].this, tuple(q.args["joins"]), (own,)).carried_filters()
+        []
+        """
+        if not uses_key_semijoins():
+            return []
+        filtered = set()
+        carriers = []
+        in_where = [(c, True) for w in self.where for c in conjuncts(w)]
+        in_on = [(c, False) for j in self.joins for c in conjuncts(j.args.get("on"))]
+        for condition, where in in_where + in_on:
+            column = condition.this if isinstance(condition, exp.In) else None
+            query = condition.args.get("query") if column is not None else None
+            if not (isinstance(column, exp.Column) and column.table and query is not None):
+                continue
+            filtered.add((column.table, column.name))
+            carried = where and condition.meta.get(KEY_FILTER) and isinstance(query, exp.Subquery)
+            if carried and _uncorrelated(query.this):
+                carriers.append((column, query.this))
+        filters: list[tuple[int | None, exp.Expr]] = []
+        for column, query in carriers:
+            found = self.key_filters(column.table, _only(column.name, query), filtered)
+            filters += found
+            filtered.update(
+                (f.this.table, f.this.name) for _, f in found if isinstance(f.this, exp.Column)
+            )
+        return filters
+
     def key_filters(
-        self, alias: str, keys: Callable[[str], exp.Query | None]
+        self,
+        alias: str,
+        keys: Callable[[str], exp.Query | None],
+        filtered: set[tuple[str, str]] | None = None,
     ) -> list[tuple[int | None, exp.Expr]]:
         """For each equality ``a.x = t.y`` (a WHERE or ON conjunct) between the relation
         ``a`` (``alias``) and another relation ``t`` of this term, where ``keys(x)`` is a
@@ -161,6 +217,19 @@ class Term:
         that ON, if ``t`` is the null-supplying side of a LEFT or RIGHT join or the join is
         inner. Never onto a preserved side of an outer join: in the ON it would NULL-extend
         the rows it rejects instead of dropping them.
+
+        Transitively too: a filter that went into WHERE holds for every row the term keeps,
+        so ``t.y`` then carries the same keys to the relations equal to it (``t.y = u.z``:
+        ``u.z IN (keys(x))``, placed by the same rules). TPC-H Q21 joins the changed orders
+        to lineitem ``l1`` and ``l1`` to two subqueries grouped by order key: without the
+        second hop both subqueries group all of lineitem. A filter placed in an ON carries
+        nothing further (it holds only for the rows that join).
+
+        >>> from sqlglot import parse_one
+        >>> q = parse_one("SELECT * FROM d, l LEFT JOIN s ON l.k = s.k WHERE d.x = l.k")
+        >>> term = Term(q.args["from_"].this, tuple(q.args["joins"]), tuple([q.args["where"].this]))
+        >>> [(i, f.sql()) for i, f in term.key_filters("d", lambda c: parse_one("SELECT 1"))]
+        [(None, 'l.k IN (SELECT 1)'), (1, 's.k IN (SELECT 1)')]
         """
         names = [self.from_.alias_or_name] + [j.this.alias_or_name for j in self.joins]
         nullable: set[str] = set()
@@ -175,27 +244,55 @@ class Term:
         ]
         places += [(i, c) for i, j in enumerate(self.joins) for c in conjuncts(j.args.get("on"))]
         filters: list[tuple[int | None, exp.Expr]] = []
-        for place, eq in places:
-            if not isinstance(eq, exp.EQ):
-                continue
-            sides = [eq.this, eq.expression]
-            if not all(isinstance(c, exp.Column) and c.table for c in sides):
-                continue
-            for mine, other in (sides, sides[::-1]):
-                if mine.table != alias or other.table == alias:
+        # (relation, column) given a filter; ``filtered``: those a carrier skips from the start
+        skipped = set(filtered or ())
+        carriers: list[tuple[str, Callable[[str], exp.Query | None]]] = [(alias, keys)]
+        while carriers:
+            table, found_keys = carriers.pop(0)
+            for place, eq in places:
+                if not isinstance(eq, exp.EQ):
                     continue
-                query = keys(mine.name)
-                if query is None:
+                sides = [eq.this, eq.expression]
+                if not all(isinstance(c, exp.Column) and c.table for c in sides):
                     continue
-                target = place
-                if place is not None:
-                    found = _on_or_where(self.joins[place], place, other.table, names, nullable)
-                    if found is False:
+                for mine, other in (sides, sides[::-1]):
+                    # never onto the changed relation: small already, and its own keys
+                    if mine.table != table or other.table in (table, alias, self.delta_alias):
                         continue
-                    target = found
-                condition = exp.In(this=other.copy(), query=exp.Subquery(this=query))
-                filters.append((target, condition))
+                    if (table != alias or filtered is not None) and (
+                        other.table,
+                        other.name,
+                    ) in skipped:
+                        continue  # a hop adds nothing to a filter already there
+                    query = found_keys(mine.name)
+                    if query is None:
+                        continue
+                    target = place
+                    if place is not None:
+                        found = _on_or_where(self.joins[place], place, other.table, names, nullable)
+                        if found is False:
+                            continue
+                        target = found
+                    condition = key_in(other, query)
+                    filters.append((target, condition))
+                    skipped.add((other.table, other.name))
+                    if target is None:
+                        carriers.append((other.table, _only(other.name, query)))
         return filters
+
+
+def _uncorrelated(query: exp.Expr) -> bool:
+    """Whether every qualified column of ``query`` names a relation defined inside it."""
+    defined = {
+        n.alias_or_name for n in query.find_all(exp.Table, exp.Subquery, exp.CTE, exp.Unnest)
+    }
+    defined |= {n.alias for n in query.find_all(exp.TableAlias) if n.alias}
+    return all(not c.table or c.table in defined for c in query.find_all(exp.Column))
+
+
+def _only(column: str, query: exp.Query) -> Callable[[str], exp.Query | None]:
+    """Keys for ``column`` alone: ``query`` (a copy) for it, none for the others."""
+    return lambda name: query.copy() if name == column else None
 
 
 def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
@@ -205,6 +302,11 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     lets the engine group the rows of the keys wanted instead of the whole table, which it
     does not do by itself through a GROUP BY (TPC-H Q4's EXISTS, decorrelated into a
     DISTINCT of lineitem's order keys, refreshes 3.5x faster on an SF 1 append).
+
+    An outer join's marker over such a derived table is seen through
+    (:func:`_marked_relation`). A source's state (``SELECT * FROM t AT ...``) is left as
+    it is: a key filter inside it made DuckDB 1.5.5 plan top-k views over joins 1.3-3x
+    slower (TPC-H Q3 and Q18 with LIMIT, SF 0.1 appends) and gained nothing measurable.
 
     Only where the groups kept are whole and no others: ``t`` is grouped (DISTINCT or GROUP
     BY) by ``y`` alone, constants aside, so the rows of one group share ``y``; nothing under
@@ -218,6 +320,9 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     >>> t = derived("SELECT DISTINCT l.k AS y, TRUE AS m FROM l")
     >>> push_key_filter(t, parse_one("t.y IN (SELECT x FROM d)")), t.sql()
     (True, '(SELECT DISTINCT l.k AS y, TRUE AS m FROM l WHERE l.k IN (SELECT x FROM d)) AS t')
+    >>> t = derived("SELECT *, TRUE AS m FROM (SELECT DISTINCT l.k AS y FROM l) AS t")
+    >>> push_key_filter(t, parse_one("t.y IN (SELECT x FROM d)")), t.this.find(exp.Where).sql()
+    (True, 'WHERE l.k IN (SELECT x FROM d)')
     >>> t = derived("SELECT l.k AS y, sum(v) AS s FROM l GROUP BY l.k")
     >>> push_key_filter(t, parse_one("t.s IN (SELECT x FROM d)"))  # not a key: the sums change
     False
@@ -235,6 +340,11 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
         inner.args.get(k) for k in ("limit", "offset", "qualify")
     ):
         return False
+    under = _marked_relation(inner)
+    if under is not None:  # an outer join's marker (``SELECT *, TRUE AS m FROM (...) AS t``)
+        column = condition.this.copy()
+        column.set("table", exp.to_identifier(under.alias_or_name))
+        return push_key_filter(under, exp.In(this=column, query=condition.args["query"]))
     distinct = inner.args.get("distinct")
     if any(inner.find_all(exp.Window)) or (distinct is not None and distinct.args.get("on")):
         return False
@@ -257,6 +367,26 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     pushed = exp.In(this=key.copy(), query=condition.args["query"].copy())
     inner.where(pushed, copy=False)
     return True
+
+
+def _marked_relation(select: exp.Select) -> exp.Subquery | None:
+    """The derived table under ``SELECT *, <constants> FROM (...) AS t`` (no WHERE, joins or
+    grouping): its rows are the derived table's, each with the same constants added."""
+    source = select.args.get("from_")
+    if source is None or not isinstance(source.this, exp.Subquery):
+        return None
+    if any(select.args.get(k) for k in ("where", "joins", "group", "having", "distinct")):
+        return None
+    items = select.expressions
+    if not items or not isinstance(items[0], exp.Star):
+        return None
+    if not all(isinstance(i, exp.Alias) and is_literal(i.this) for i in items[1:]):
+        return None
+    return source.this
+
+
+def is_literal(expression: exp.Expr) -> bool:
+    return isinstance(expression, exp.Literal | exp.Boolean | exp.Null)
 
 
 def _on_or_where(
@@ -320,6 +450,34 @@ def on_changes(condition: exp.Expr, alias: str) -> exp.Expr | None:
     return implied
 
 
+KEY_FILTER = "ivm_key_filter"  # meta flag of the key filters the operators make
+
+
+def key_in(expression: exp.Expr, query: exp.Query) -> exp.In:
+    """``expression IN (query)``, marked as a key filter of the changed keys (a cheap query
+    of them): :meth:`Term.carried_filters` carries only those, never a view's own ``IN``,
+    whose query may read a whole table."""
+    condition = exp.In(this=expression.copy(), query=exp.Subquery(this=query))
+    condition.meta[KEY_FILTER] = True
+    return condition
+
+
+def row_columns(rows: exp.Expr) -> set[str] | None:
+    """The column names a query of rows has, or ``None`` when it selects ``*`` (all the
+    relation's columns, unknown here).
+
+    >>> from sqlglot import parse_one
+    >>> sorted(row_columns(parse_one("SELECT a AS k, b FROM t")))
+    ['b', 'k']
+    >>> row_columns(parse_one("SELECT * FROM t")) is None
+    True
+    """
+    if not isinstance(rows, exp.Query):
+        return None
+    selected = rows.named_selects
+    return None if "*" in selected else set(selected)
+
+
 def conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
     if condition is None:
         return []
@@ -367,7 +525,9 @@ class Leaf(ABC):
 
     def delta_rows(self, ctx: Context) -> exp.Expr | None:
         """A query of the leaf's changes cheap enough to read again (for semi-join filters),
-        or ``None``."""
+        or ``None``. It may select only some columns, then with every value each of them
+        takes in the changes (and perhaps more): a semi-join filter needs no more than the
+        changed keys, one column at a time, and a superset of them keeps it implied."""
         return None
 
 
@@ -389,6 +549,11 @@ class Block(ABC):
         (``None``: on every column). The delta terms themselves unless an operator knows
         cheaper ones."""
         return self.delta_terms(ctx)
+
+    def reads_changes_only(self, ctx: Context) -> bool:
+        """Whether the delta terms read nothing but one source's changes, and those are
+        cheap to read again (a materialized copy): one scan, filtered perhaps."""
+        return False
 
 
 def column_tables(expressions: Iterable[exp.Expr]) -> frozenset[str] | None:
@@ -428,6 +593,12 @@ class Relation(ABC):
     @abstractmethod
     def delta(self, ctx: Context) -> exp.Query:
         """The relation's changes: its columns plus ``_ivm_mult``, not netted."""
+
+    def delta_keys(self, ctx: Context) -> exp.Query | None:
+        """A cheap query of some of the relation's columns holding every value each takes in
+        :meth:`delta`'s rows (a superset allowed), or ``None``: what :meth:`Leaf.delta_rows`
+        of a derived table over it offers for semi-join filters."""
+        return None
 
 
 def mult_column(alias: str) -> exp.Column:

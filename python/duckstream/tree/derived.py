@@ -2,6 +2,10 @@
 
 Delta rule: ``Δ(ρ_alias(Q)) = ρ_alias(ΔQ)`` -- the subquery's own delta (its columns plus
 ``_ivm_mult``), renamed. The subquery is differentiated as a tree of its own.
+
+The delta's key values, where the subquery knows them cheaply (a grouped subquery over one
+table: its affected groups, read from that table's changes), let the terms that join ΔQ
+filter the other relations by those keys, as they do for a source's changes.
 """
 
 from __future__ import annotations
@@ -31,3 +35,8 @@ class Derived(Leaf):
 
     def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
         return aliased(self.query.delta(ctx), self.alias_node), mult_column(self.name)
+
+    def delta_rows(self, ctx: Context) -> exp.Expr | None:
+        if not ctx.engine.changes_are_materialized:
+            return None
+        return self.query.delta_keys(ctx)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
-from duckstream.tree.aggregate import regroup_delta
+from duckstream.tree.aggregate import changed_group_keys, regroup_delta
 from duckstream.tree.base import Block, Context, Relation, Term, union_all
 
 
@@ -37,6 +37,11 @@ class Distinct(Relation):
     def state(self, ctx: Context, version: Version) -> exp.Query:
         return union_all([self._close(t) for t in self.input.state_terms(ctx, version)])
 
+    def _groups(self) -> list[exp.Expr]:
+        return [i.unalias() if isinstance(i, exp.Alias) else i for i in self.items]
+
     def delta(self, ctx: Context) -> exp.Query:
-        groups = [i.unalias() if isinstance(i, exp.Alias) else i for i in self.items]
-        return regroup_delta(ctx, self.input, groups, self._close)
+        return regroup_delta(ctx, self.input, self._groups(), self._close)
+
+    def delta_keys(self, ctx: Context) -> exp.Query | None:
+        return changed_group_keys(ctx, self.input, self._groups(), self.items, self.names)

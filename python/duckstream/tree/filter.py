@@ -35,3 +35,6 @@ class Filter(Block):
         read = column_tables([self.predicate])
         wanted = None if aliases is None or read is None else aliases | read
         return [t.filtered(self.predicate) for t in self.input.key_terms(ctx, wanted)]
+
+    def reads_changes_only(self, ctx: Context) -> bool:
+        return self.input.reads_changes_only(ctx)

@@ -45,7 +45,21 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
-from duckstream.tree.base import Block, Context, Leaf, Term, column_tables, conjuncts, union_all
+from duckstream.tree.base import (
+    Block,
+    Context,
+    Leaf,
+    Term,
+    aliased,
+    column_tables,
+    conjuncts,
+    key_in,
+    push_key_filter,
+    row_columns,
+    union_all,
+    uses_key_semijoins,
+)
+from duckstream.tree.scan import Scan
 
 INNER, LEFT, RIGHT, FULL = "inner", "left", "right", "full"
 MARK = "_ivm_present"
@@ -137,6 +151,9 @@ class Join(Block):
                 _set_kind(filled, kind)
             if extra is not None:
                 filled.set("on", exp.and_(filled.args.get("on"), extra.copy()))
+                if uses_key_semijoins():  # into the derived table too, as Term.with_filters
+                    for condition in conjuncts(extra):
+                        push_key_filter(filled.this, condition)
             joins.append(filled)
         return Term(
             from_,
@@ -200,6 +217,13 @@ class Join(Block):
     def delta_terms(self, ctx: Context) -> list[Term]:
         return [self._term(p) for p in self._delta_parts(ctx)]
 
+    def reads_changes_only(self, ctx: Context) -> bool:
+        return (
+            len(self.leaves) == 1
+            and isinstance(self.leaves[0], Scan)
+            and self.leaves[0].delta_rows(ctx) is not None
+        )
+
     def key_terms(self, ctx: Context, aliases: frozenset[str] | None) -> list[Term]:
         """The delta terms, but for the unmatched-row terms of a last LEFT (or FULL) step
         when the keys read only the relations before it: a row ``j`` of J flips between
@@ -238,7 +262,7 @@ class Join(Block):
         among ΔR's rows."""
         leaf = self.leaves[k]
         pairs = self._equalities(k)
-        keys = [exp.select(b.copy()).from_(leaf.delta(ctx)[0]) for _, b in pairs]
+        keys = [exp.select(b.copy()).from_(self._changed_rows(ctx, leaf, b)) for _, b in pairs]
         parts = []
         for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
             where = tuple(_in(ctx, a, q) for (a, _), q in zip(pairs, keys, strict=True))
@@ -253,6 +277,18 @@ class Join(Block):
             )
             parts.append(self._pruned(ctx, part, on))
         return parts
+
+    @staticmethod
+    def _changed_rows(ctx: Context, leaf: Leaf, key: exp.Expr) -> exp.Expr:
+        """The leaf's changes, for reading ``key`` (over the leaf) from them: its cheap rows
+        (:meth:`Leaf.delta_rows`, perhaps key columns only) when they have the columns,
+        else its delta (a derived table's delta: the subquery's whole delta again)."""
+        rows = leaf.delta_rows(ctx)
+        if rows is not None:
+            has = row_columns(rows)
+            if has is None or {c.name for c in key.find_all(exp.Column)} <= has:
+                return aliased(rows.copy(), leaf.name)
+        return leaf.delta(ctx)[0]
 
     def _unmatched_right(self, ctx: Context, k: int, delta_j: list[_Part]) -> list[_Part]:
         """``R(J_new, R_old) - R(J_old, R_old)`` for the rows of R_old with a partner key
@@ -307,7 +343,7 @@ def _in(ctx: Context, expression: exp.Expr, query: exp.Select) -> exp.Expr:
     for table in query.find_all(exp.Table):
         if not table.db and table.name in renamed:
             table.set("this", exp.to_identifier(renamed[table.name]))
-    return exp.In(this=expression.copy(), query=exp.Subquery(this=query))
+    return key_in(expression, query)
 
 
 def _constant(sign: int) -> exp.Expr:
