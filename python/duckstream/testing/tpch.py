@@ -345,10 +345,17 @@ def update_lineitem(
 ) -> Counts:
     """Update ``fraction`` of the lineitems: quantity/price/discount, sometimes ship date/flag."""
     t = _tables(catalog, schema)
-    seed = rng.getrandbits(32)
+    return _update_lineitem(con, t, rng.getrandbits(32), fraction, t["lineitem"])
+
+
+def _update_lineitem(
+    con: duckdb.DuckDBPyConnection, t: dict[str, str], seed: int, fraction: float, candidates: str
+) -> Counts:
+    """Update ``fraction`` of the lineitems, picked among the rows ``candidates`` (a table,
+    or a table and its WHERE) reads."""
     with transaction(con):
         n = _how_many(con, t["lineitem"], fraction)
-        sql = _UPDATE_LINEITEM.format(**t, candidates=t["lineitem"], s=seed, n=n)
+        sql = _UPDATE_LINEITEM.format(**t, candidates=candidates, s=seed, n=n)
         updated = scalar(con, sql) if n else 0
     return counts("lineitem", updated=updated)
 
@@ -372,13 +379,8 @@ def recent_update(
     """Update ``fraction`` of the lineitems, all of orders among the newest ``share`` of them
     (late corrections): quantity/price/discount, sometimes ship date/flag."""
     t = _tables(catalog, schema)
-    seed = rng.getrandbits(32)
     recent = f"{t['lineitem']} WHERE l_orderkey IN ({_recent_orders(t, share)})"
-    with transaction(con):
-        n = _how_many(con, t["lineitem"], fraction)
-        sql = _UPDATE_LINEITEM.format(**t, candidates=recent, s=seed, n=n)
-        updated = scalar(con, sql) if n else 0
-    return counts("lineitem", updated=updated)
+    return _update_lineitem(con, t, rng.getrandbits(32), fraction, recent)
 
 
 def recent_delete(
