@@ -48,6 +48,7 @@ from typing import Any
 
 from duckstream.connection import literal as _lit
 from duckstream.engines.ducklake import cursors as ducklake_cursors
+from duckstream.engines.ducklake.names import same_names
 from duckstream.errors import RebuildRequired
 from duckstream.plan import PinWindow
 from duckstream.refresh import History
@@ -236,15 +237,19 @@ def read(con: Any, spec: WindowSpec, *, pin: bool = False, history: bool = False
             ),
             f"SELECT 'cursors', NULL, * FROM ({newest})",
             *_table_ids(spec),
+            f"SELECT 'unset', NULL, CAST({inlining_unset(spec.view)} AS BIGINT), NULL",
         ]
     )
     ends: dict[int, int] = {}
     cursors: list[tuple[str, int, int]] = []
     tables: dict[str, int | None] = dict.fromkeys(spec.sources)
     commits: list[tuple[int, str]] = []
+    unset = True
     for row_kind, n, value, info in con.execute(first).fetchall():
         if row_kind == "cursors":
             commits.append((int(value), info))
+        elif row_kind == "unset":
+            unset = bool(value)
         elif row_kind == "end":
             ends[n] = int(value)
         elif value is not None:
@@ -284,6 +289,7 @@ def read(con: Any, spec: WindowSpec, *, pin: bool = False, history: bool = False
         else:
             files[spec.sources[n]] = (bool(added), bool(removed))
     window = window_from(spec, cursors, ends, log, tables, files)
+    window.values["unset"] = unset  # for a rebuild after the pin (the fill's after-steps)
     if history:
         found = (ducklake_cursors.measurement(info) for _, info in commits)
         window.history = History.of(m for m in found if m is not None)
@@ -314,10 +320,11 @@ def pin_sql(spec: WindowSpec) -> str:
     end_cols = ", ".join(
         f"max(e) FILTER (WHERE k = {k}) AS end_{k}" for k in range(len(spec.catalogs))
     )
+    unset = f"unset := {inlining_unset(spec.view)}"  # as :func:`read` sets it
     if not spec.sources:
         return (
             f"SET VARIABLE {spec.variable} = (WITH _ivm_ends AS MATERIALIZED ({ends})"
-            f" SELECT struct_pack({', '.join([*end_fields, 'changed := false'])})"
+            f" SELECT struct_pack({', '.join([*end_fields, 'changed := false', unset])})"
             f" FROM (SELECT {end_cols} FROM _ivm_ends) AS e)"
         )
     rows = []
@@ -377,6 +384,7 @@ def pin_sql(spec: WindowSpec) -> str:
         for name in ("cursor", "table_id", "changed", "inserts", "deletes"):
             fields.append(f"{name}_{i} := w.{name}_{i}")
             columns.append(f"max({name}) FILTER (WHERE n = {i}) AS {name}_{i}")
+    fields.append(unset)
     n = len(spec.sources)
     wanted = ", ".join(_lit(s) for s in spec.sources)
     moved = (
@@ -409,6 +417,34 @@ def pin_sql(spec: WindowSpec) -> str:
         " min(source) FILTER (WHERE altered) AS altered,"
         f" {moved} AS moved, coalesce(bool_or(changed), false) AS changed,"
         f" {', '.join(columns)} FROM _ivm_window) AS w)"
+    )
+
+
+def view_table_id(view: str) -> str:
+    """A query of the view table's id (``view``: ``catalog.schema.table``), read from the
+    catalog database: as committed before the transaction reading it (a table created or
+    replaced in that transaction is not there, or is the old one)."""
+    catalog, schema, name = view.split(".", 2)
+    meta = ducklake_cursors.metadata_database(catalog)
+    return (
+        f"SELECT t.table_id FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s"
+        " ON t.schema_id = s.schema_id AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+        f" WHERE {same_names('s.schema_name', _lit(schema))}"
+        f" AND {same_names('t.table_name', _lit(name))}"
+    )
+
+
+def inlining_unset(view: str) -> str:
+    """A boolean SQL expression: whether the view's table (as committed) lacks DuckLake's
+    option ``data_inlining_row_limit = 0``, which every fill sets after its COMMIT
+    (:meth:`DuckLakeEngine.after_fill`). The window's field ``unset``: the pin reads it with
+    the rest of the window (a read of two small catalog tables, ~0.5 ms there, against 4-5
+    ms CPU as a statement of its own before the fill's transaction, DuckDB 1.5.5)."""
+    meta = ducklake_cursors.metadata_database(view.split(".", 1)[0])
+    return (
+        f"NOT EXISTS (SELECT 1 FROM {meta}.ducklake_metadata WHERE scope = 'table'"
+        " AND key = 'data_inlining_row_limit' AND value = '0'"
+        f" AND scope_id IN ({view_table_id(view)}))"
     )
 
 
