@@ -836,6 +836,8 @@ def finish(
     else:
         # the pinned window serves the rebuild: same ends, and its sources' live table ids
         rest = _filled(plan, Begin if window is None else PinSnapshot, first)
+        if window is not None:  # the fill's after-steps read the option with the window
+            rest = [Sql(ducklake_window.with_unset(ducklake_window.spec_of(maintain))), *rest]
         if pinned.copied:  # the change copies auto netted: dropped after the COMMIT
             rest += [s for s in maintain if isinstance(s, Cleanup)]
     commit = index_of(rest, Commit)

@@ -237,19 +237,15 @@ def read(con: Any, spec: WindowSpec, *, pin: bool = False, history: bool = False
             ),
             f"SELECT 'cursors', NULL, * FROM ({newest})",
             *_table_ids(spec),
-            f"SELECT 'unset', NULL, CAST({inlining_unset(spec.view)} AS BIGINT), NULL",
         ]
     )
     ends: dict[int, int] = {}
     cursors: list[tuple[str, int, int]] = []
     tables: dict[str, int | None] = dict.fromkeys(spec.sources)
     commits: list[tuple[int, str]] = []
-    unset = True
     for row_kind, n, value, info in con.execute(first).fetchall():
         if row_kind == "cursors":
             commits.append((int(value), info))
-        elif row_kind == "unset":
-            unset = bool(value)
         elif row_kind == "end":
             ends[n] = int(value)
         elif value is not None:
@@ -289,7 +285,6 @@ def read(con: Any, spec: WindowSpec, *, pin: bool = False, history: bool = False
         else:
             files[spec.sources[n]] = (bool(added), bool(removed))
     window = window_from(spec, cursors, ends, log, tables, files)
-    window.values["unset"] = unset  # for a rebuild after the pin (the fill's after-steps)
     if history:
         found = (ducklake_cursors.measurement(info) for _, info in commits)
         window.history = History.of(m for m in found if m is not None)
@@ -320,11 +315,10 @@ def pin_sql(spec: WindowSpec) -> str:
     end_cols = ", ".join(
         f"max(e) FILTER (WHERE k = {k}) AS end_{k}" for k in range(len(spec.catalogs))
     )
-    unset = f"unset := {inlining_unset(spec.view)}"  # as :func:`read` sets it
     if not spec.sources:
         return (
             f"SET VARIABLE {spec.variable} = (WITH _ivm_ends AS MATERIALIZED ({ends})"
-            f" SELECT struct_pack({', '.join([*end_fields, 'changed := false', unset])})"
+            f" SELECT struct_pack({', '.join([*end_fields, 'changed := false'])})"
             f" FROM (SELECT {end_cols} FROM _ivm_ends) AS e)"
         )
     rows = []
@@ -384,7 +378,6 @@ def pin_sql(spec: WindowSpec) -> str:
         for name in ("cursor", "table_id", "changed", "inserts", "deletes"):
             fields.append(f"{name}_{i} := w.{name}_{i}")
             columns.append(f"max({name}) FILTER (WHERE n = {i}) AS {name}_{i}")
-    fields.append(unset)
     n = len(spec.sources)
     wanted = ", ".join(_lit(s) for s in spec.sources)
     moved = (
@@ -437,14 +430,27 @@ def view_table_id(view: str) -> str:
 def inlining_unset(view: str) -> str:
     """A boolean SQL expression: whether the view's table (as committed) lacks DuckLake's
     option ``data_inlining_row_limit = 0``, which every fill sets after its COMMIT
-    (:meth:`DuckLakeEngine.after_fill`). The window's field ``unset``: the pin reads it with
-    the rest of the window (a read of two small catalog tables, ~0.5 ms there, against 4-5
-    ms CPU as a statement of its own before the fill's transaction, DuckDB 1.5.5)."""
+    (:meth:`DuckLakeEngine.after_fill`). The window's field ``unset``: a rebuild's pin reads
+    it with the rest of the window (~1 ms more there, against 4-5 ms CPU as a statement of
+    its own before the fill's transaction, DuckDB 1.5.5); after the runner's pin
+    (:func:`read`), :func:`with_unset` adds it."""
     meta = ducklake_cursors.metadata_database(view.split(".", 1)[0])
     return (
         f"NOT EXISTS (SELECT 1 FROM {meta}.ducklake_metadata WHERE scope = 'table'"
         " AND key = 'data_inlining_row_limit' AND value = '0'"
         f" AND scope_id IN ({view_table_id(view)}))"
+    )
+
+
+def with_unset(spec: WindowSpec) -> str:
+    """Add the field ``unset`` (:func:`inlining_unset`) to a window pinned by :func:`read`,
+    for a rebuild that follows it (the fill's after-steps read it): one statement inside the
+    refresh's transaction, paid by rebuilds only (in :func:`read`, each refresh's first query
+    took 1.4 ms CPU longer, DuckDB 1.5.5)."""
+    variable = _lit(spec.variable)
+    return (
+        f"SET VARIABLE {spec.variable} = struct_insert(getvariable({variable}),"
+        f" unset := {inlining_unset(spec.view)})"
     )
 
 
