@@ -1,4 +1,4 @@
-"""A forced rebuild against recomputation, per TPC-H view (issue "Performance", item 2).
+r"""A forced rebuild against recomputation, per TPC-H view (issue "Performance", item 2).
 
 ``python -m bench.rebuild --sf 0.1 --pairs 5``: on one lake holding every view of
 ``bench.run.SUPPORTED`` (set up once), per query, ``--pairs`` alternating pairs: the rebuild
@@ -10,21 +10,40 @@ conditions), in the same process. Prints per query the median of the pairs' rati
 ``--compare``: the rebuild as the tree's form fills it (``Engine.fill_from_view`` off) in each
 pair too, alternated with the others: the fill's change measured before and after in one run.
 
+``--against PACKAGE``: the rebuild of another version of duckstream in each pair too (its own
+plans and runner), alternated with the others: a change measured before and after in one
+process. ``PACKAGE`` is a copy of that version importable under another name, e.g. main's::
+
+    git -C <main checkout> archive HEAD python/duckstream | tar -x -C /tmp/before
+    mv /tmp/before/python/duckstream /tmp/before/duckstream_before
+    grep -rl duckstream /tmp/before/duckstream_before | xargs sed -i -E \
+        's/(from|import) duckstream(\.| |$)/\1 duckstream_before\2/g'
+    PYTHONPATH=/tmp/before:python:. python -m bench.rebuild --against duckstream_before
+
+The views are set up by this version: both must build the same table.
+
 ``--split``: per query, once more on a fresh connection, the rebuild's statements timed one
 by one (the fill's INSERT, the DELETE, the commit, the rest), and the SELECTs alone: the
 fill's query and the view's query, each materialized into a temporary table (no lake
-write), alternated in ``--pairs`` pairs.
+write), alternated in ``--pairs`` pairs; CPU milliseconds. The DELETE is the first read of
+the view's table on the connection: DuckLake 1.5.5 then loads its catalog as of the
+snapshot that created the table's inlined-data table (every table has one, scanned even
+when empty), 15-20 ms at SF 0.1 whatever the view's size, which a CREATE TABLE AS never
+pays; its COMMIT (of a new table) costs DuckLake 25-35 ms CPU more than the rebuild's (Q1,
+Q3, Q6), about what the DELETE costs.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import sqlglot
 
@@ -38,9 +57,11 @@ from duckstream.testing.tpch import tpch_view
 
 
 def _ms(operation: Callable[[], object]) -> float:
-    start = time.perf_counter()
+    """CPU milliseconds of ``operation`` (all of the process's threads: DuckDB's workers),
+    steadier than wall time on a machine shared with other work."""
+    start = time.process_time()
     operation()
-    return (time.perf_counter() - start) * 1000
+    return (time.process_time() - start) * 1000
 
 
 def _both(operation: Callable[[], object]) -> tuple[float, float]:
@@ -56,24 +77,52 @@ def recompute_sql(query: str) -> str:
     return f"CREATE OR REPLACE TABLE {LAKE}.main.bench_recompute_q{query} AS {view}"
 
 
+Rebuild = Callable[[Any], object]  # a rebuild, run on a connection
+
+
+def rebuild_of(plan: Any, run: Callable[..., object] = refresh) -> Rebuild:
+    return lambda con: run(con, plan, "full")
+
+
 def pair(
-    views: Path, query: str, *plans: IVMPlan, flip: bool = False
+    views: Path, query: str, *rebuilds: Rebuild, flip: bool = False
 ) -> tuple[tuple[float, float], ...]:
-    """One recomputation and one rebuild per plan, each on a fresh warmed connection:
-    (wall, CPU) ms of each, the recomputation's last; ``flip``: the rebuilds run in reverse
-    order (the times listed in the plans' order still)."""
+    """One recomputation and each rebuild, each on a fresh warmed connection: (wall, CPU) ms
+    of each, the recomputation's last; ``flip``: the rebuilds run in reverse order (the
+    times listed in their order still)."""
     times = []
-    for plan in reversed(plans) if flip else plans:
+    for rebuild in reversed(rebuilds) if flip else rebuilds:
         with _connected(views) as con:
             _warm(con, query)
-            times.append(_both(lambda plan=plan: refresh(con, plan, "full")))
+            times.append(_both(lambda rebuild=rebuild: rebuild(con)))
     with _connected(views) as con:
         _warm(con, query)
         ctas = recompute_sql(query)
         times.append(_both(lambda: con.execute(ctas)))
     if flip:
-        times[: len(plans)] = times[: len(plans)][::-1]
+        times[: len(rebuilds)] = times[: len(rebuilds)][::-1]
     return tuple(times)
+
+
+def against(package: str, queries: list[str]) -> dict[str, Rebuild]:
+    """The rebuilds of the views as another version of duckstream, importable as
+    ``package``, compiles and runs them (``--against``)."""
+    compiler = importlib.import_module(package)
+    runner = importlib.import_module(f"{package}.engines.ducklake.runner")
+    tpch = importlib.import_module(f"{package}.testing.tpch")
+    return {
+        q: rebuild_of(
+            compiler.compile_ivm(
+                tpch.tpch_view(q),
+                mv_name=f"mv_q{q}",
+                mv_catalog=LAKE,
+                mv_schema="main",
+                schema=tpch.tpch_schema(),
+            ),
+            runner.refresh,
+        )
+        for q in queries
+    }
 
 
 def tree_filled(queries: list[str]) -> dict[str, IVMPlan]:
@@ -143,6 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", nargs="*", default=list(SUPPORTED))
     parser.add_argument("--split", action="store_true")
     parser.add_argument("--compare", action="store_true")
+    parser.add_argument("--against", metavar="PACKAGE")
     parser.add_argument("--cache", type=Path, default=lakes.CACHE)
     args = parser.parse_args(argv)
     plans = compile_views(args.queries)
@@ -154,10 +204,14 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="duckstream-rebuild-") as tmp:
         views = prepare_views(template, Path(tmp) / "views", plans)
         print(f"SF {args.sf:g}: medians of {args.pairs} pairs, ms (rebuild / recompute)")
-        before = tree_filled(args.queries) if args.compare else {}
+        before: dict[str, Rebuild] = {}
+        if args.compare:
+            before = {q: rebuild_of(p) for q, p in tree_filled(args.queries).items()}
+        elif args.against:
+            before = against(args.against, args.queries)
         for q, plan in plans.items():
             runs = [
-                pair(views, q, *([before[q]] if args.compare else []), plan, flip=i % 2 == 1)
+                pair(views, q, *([before[q]] if before else []), rebuild_of(plan), flip=i % 2)
                 for i in range(args.pairs)
             ]
             ratios[q] = statistics.median(r[-2][0] / r[-1][0] for r in runs)
@@ -168,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"q{q:<9} rebuild {full:7.0f}  recompute {recompute:7.0f}"
                 f"  ratio {ratios[q]:5.2f}  cpu ratio {cpu_ratios[q]:5.2f}"
             )
-            if args.compare:
+            if before:
                 old[q] = statistics.median(r[0][0] / r[-1][0] for r in runs)
                 cpu_old[q] = statistics.median(r[0][1] / r[-1][1] for r in runs)
                 line += f"  | before: ratio {old[q]:5.2f}  cpu ratio {cpu_old[q]:5.2f}"
@@ -177,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
                 line += "  | " + "  ".join(f"{k} {v:.0f}" for k, v in parts.items())
             print(line, flush=True)
         found_ratios = [("wall", ratios), ("cpu", cpu_ratios)]
-        if args.compare:
+        if before:
             found_ratios += [("before, wall", old), ("before, cpu", cpu_old)]
         for name, found in found_ratios:
             values = list(found.values())

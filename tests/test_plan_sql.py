@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from duckstream.compiler import compile_ivm
-from duckstream.plan import Begin, Cleanup, Commit, PinWindow, Sql, StopUnless
+from duckstream.plan import Begin, Cleanup, Commit, PinSnapshot, PinWindow, Sql, StopUnless
 from duckstream.runtime import refresh, setup
 from duckstream.testing.ducklake import attach_ducklake
 
@@ -142,13 +142,14 @@ def test_steps_are_typed_and_cleanup_follows_the_commit():
     # builds no temporary tables: nothing to drop; after the COMMIT, the view's table is
     # kept out of DuckLake's data inlining, and a fill that was inlined is written again in
     # a transaction of its own (the engine's after_fill), unless the table had the option,
-    # read before the fill (before_fill)
-    begin = [type(s) for s in initialize].index(Begin)
-    (unset,) = initialize[:begin]
-    assert isinstance(unset, Sql) and "ducklake_metadata" in unset.statement
+    # read with the pinned snapshot (the window's ``unset``)
+    assert isinstance(initialize[0], Begin)
+    pin = next(s for s in initialize if isinstance(s, PinSnapshot))
+    assert "unset := NOT EXISTS (SELECT 1 FROM" in pin.statement
     commit = [type(s) for s in initialize].index(Commit)
     after = initialize[commit + 1 :]
     assert [type(s) for s in after[:4]] == [StopUnless, Sql, Sql, StopUnless]
+    assert (after[0].field, after[0].about_old_table) == ("unset", True)
     assert "set_option('data_inlining_row_limit', 0" in after[1].statement
     assert [type(s) for s in after[4:]] == [Begin, Sql, Sql, Commit]  # delete, fill: no cursors
 

@@ -129,7 +129,9 @@ class _Failing(Recording):
         return super().execute(sql, *args)
 
 
-@pytest.mark.parametrize("failing", ["SELECT current_setting", OFF_TOO, "SET perfect_ht"])
+@pytest.mark.parametrize(
+    "failing", ["SELECT system.main.current_setting", OFF_TOO, "SET perfect_ht"]
+)
 def test_a_failure_to_turn_them_off_leaves_them_as_they_were(db, failing):
     con = _Failing(db, failing)
     with pytest.raises(RuntimeError, match="injected"), without_table_statistics(con):

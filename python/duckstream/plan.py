@@ -109,9 +109,15 @@ class SetValues:
 
 @dataclass(frozen=True)
 class StopUnless:
-    """Stop here (skipping to the clean-up) unless the run-time ``value`` is true."""
+    """Stop here (skipping to the clean-up) unless the run-time ``value`` (its ``field``,
+    when given: the value is a struct) is true. ``about_old_table``: the value was read
+    about the view's table as committed before the step's transaction; a runner that
+    creates or replaces that table inside the transaction goes on past this step instead
+    (the value describes a table that is gone)."""
 
     value: str
+    field: str | None = None
+    about_old_table: bool = False
 
 
 @dataclass(frozen=True)

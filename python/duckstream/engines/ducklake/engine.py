@@ -344,7 +344,9 @@ class DuckLakeEngine(Engine):
     def pin_for_initialize(self) -> list[Step]:
         """One statement: the end snapshot of each catalog (``ducklake_current_snapshot``, the
         transaction's snapshot, far cheaper than the snapshot list) and each source's table
-        id, failing with ``duckstream: source table ... does not exist`` when one is missing."""
+        id, failing with ``duckstream: source table ... does not exist`` when one is missing;
+        and whether the view's table lacks the inlining option (``unset``:
+        :meth:`after_fill`)."""
         ends = " UNION ALL ".join(
             f"SELECT {k} AS catalog, CAST(id AS BIGINT) AS e"
             f" FROM ducklake_current_snapshot({_lit(c)})"
@@ -362,7 +364,8 @@ class DuckLakeEngine(Engine):
                 f"changed_{s.index} := true",
                 f"table_id_{s.index} := table_id_{s.index}",
             ]
-        fields.append("changed := true")
+        # whether the view's table lacks the inlining option, for the fill's after-steps
+        fields += ["changed := true", f"unset := {ducklake_window.inlining_unset(self.tgt.fqn)}"]
         window = f"struct_pack({', '.join(fields)})"
         if not self.sources:
             query = f"SELECT {window} FROM (SELECT {ends_row} FROM _ivm_ends)"
@@ -385,32 +388,6 @@ class DuckLakeEngine(Engine):
         )
         return [
             PinSnapshot(f"SET VARIABLE {self._var('window')} = (WITH {', '.join(ctes)} {query})")
-        ]
-
-    def _table_id(self) -> str:
-        """The view table's id, read from the catalog database (as committed)."""
-        meta = ducklake_cursors.metadata_database(self.tgt.catalog)
-        return (
-            f"SELECT t.table_id FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s"
-            " ON t.schema_id = s.schema_id AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
-            f" WHERE {same_names('s.schema_name', _lit(self.tgt.schema))}"
-            f" AND {same_names('t.table_name', _lit(self.tgt.name))}"
-        )
-
-    def before_fill(self) -> list[Step]:
-        """Whether the view's table lacks the inlining option (:meth:`after_fill`), read
-        before the fill: a read of two small catalog tables (3-4 ms at TPC-H SF 0.1), which
-        a rebuild that keeps its table thus pays inside the time auto measures, not after
-        its COMMIT. A table created in the fill's transaction (the runner's setup) is not
-        in the catalog yet: read after the COMMIT then."""
-        meta = ducklake_cursors.metadata_database(self.tgt.catalog)
-        return [
-            Sql(
-                f"SET VARIABLE {self._var('unset')} = NOT EXISTS (SELECT 1"
-                f" FROM {meta}.ducklake_metadata WHERE scope = 'table'"
-                " AND key = 'data_inlining_row_limit' AND value = '0'"
-                f" AND scope_id IN ({self._table_id()}))"
-            )
         ]
 
     def after_fill(self, inserts: list[exp.Insert]) -> list[Step]:
@@ -438,11 +415,15 @@ class DuckLakeEngine(Engine):
         and the runner skips them (:class:`~duckstream.plan.StopUnless`).
 
         A rebuild that kept the table (``DELETE`` and ``INSERT``: a refresh's) finds the
-        option already set on it before its fill (:meth:`before_fill`): nothing was
-        inlined, and the runner skips the rest. The set and the check cost 8-12 ms at TPC-H
-        SF 0.1, after the COMMIT, a fifth of a rebuild of Q6 that auto does not see in its
-        measurements. As plain SQL, the rest runs: setting the option again changes nothing,
-        and the check finds nothing inlined."""
+        option already set on it when it pins its snapshot (the window's ``unset``,
+        :func:`.window.inlining_unset`: read with the window, not by a statement of its own):
+        nothing was inlined, and the runner skips the rest. The set and the check cost 8-12
+        ms at TPC-H SF 0.1, after the COMMIT, a fifth of a rebuild of Q6 that auto does not
+        see in its measurements. A runner that creates or replaces the table in the fill's
+        transaction (setup) goes on past that guard (:attr:`StopUnless.about_old_table`):
+        the pin read the old table's option, and the new table has none. As plain SQL, the
+        rest runs: setting the option again changes nothing, and the check finds nothing
+        inlined."""
         tgt = self.tgt
         catalog = self.sql(exp.to_identifier(tgt.catalog, quoted=True))
         keep_out = Sql(
@@ -451,7 +432,7 @@ class DuckLakeEngine(Engine):
         )
         inlined = self.runtime_value("inlined")
         meta = ducklake_cursors.metadata_database(tgt.catalog)
-        table_id = self._table_id()
+        table_id = ducklake_window.view_table_id(tgt.fqn)
         # rows kept in the catalog: DuckLake's ``filename`` virtual column names their
         # inlined table; a table whose rebuild also had its deletes inlined (its option
         # changed by hand) hides them from the count of data and delete files. A view column
@@ -478,7 +459,7 @@ class DuckLakeEngine(Engine):
             *(self.statement(_guarded(insert, inlined)) for insert in inserts),
         ]
         return [
-            StopUnless(self._var("unset")),
+            StopUnless(self._var("window"), field="unset", about_old_table=True),
             keep_out,
             check,
             StopUnless(self._var("inlined")),

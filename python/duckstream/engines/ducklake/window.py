@@ -48,6 +48,7 @@ from typing import Any
 
 from duckstream.connection import literal as _lit
 from duckstream.engines.ducklake import cursors as ducklake_cursors
+from duckstream.engines.ducklake.names import same_names
 from duckstream.errors import RebuildRequired
 from duckstream.plan import PinWindow
 from duckstream.refresh import History
@@ -409,6 +410,47 @@ def pin_sql(spec: WindowSpec) -> str:
         " min(source) FILTER (WHERE altered) AS altered,"
         f" {moved} AS moved, coalesce(bool_or(changed), false) AS changed,"
         f" {', '.join(columns)} FROM _ivm_window) AS w)"
+    )
+
+
+def view_table_id(view: str) -> str:
+    """A query of the view table's id (``view``: ``catalog.schema.table``), read from the
+    catalog database: as committed before the transaction reading it (a table created or
+    replaced in that transaction is not there, or is the old one)."""
+    catalog, schema, name = view.split(".", 2)
+    meta = ducklake_cursors.metadata_database(catalog)
+    return (
+        f"SELECT t.table_id FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s"
+        " ON t.schema_id = s.schema_id AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+        f" WHERE {same_names('s.schema_name', _lit(schema))}"
+        f" AND {same_names('t.table_name', _lit(name))}"
+    )
+
+
+def inlining_unset(view: str) -> str:
+    """A boolean SQL expression: whether the view's table (as committed) lacks DuckLake's
+    option ``data_inlining_row_limit = 0``, which every fill sets after its COMMIT
+    (:meth:`DuckLakeEngine.after_fill`). The window's field ``unset``: a rebuild's pin reads
+    it with the rest of the window (~1 ms more there, against 4-5 ms CPU as a statement of
+    its own before the fill's transaction, DuckDB 1.5.5); after the runner's pin
+    (:func:`read`), :func:`with_unset` adds it."""
+    meta = ducklake_cursors.metadata_database(view.split(".", 1)[0])
+    return (
+        f"NOT EXISTS (SELECT 1 FROM {meta}.ducklake_metadata WHERE scope = 'table'"
+        " AND key = 'data_inlining_row_limit' AND value = '0'"
+        f" AND scope_id IN ({view_table_id(view)}))"
+    )
+
+
+def with_unset(spec: WindowSpec) -> str:
+    """Add the field ``unset`` (:func:`inlining_unset`) to a window pinned by :func:`read`,
+    for a rebuild that follows it (the fill's after-steps read it): one statement inside the
+    refresh's transaction, paid by rebuilds only (in :func:`read`, each refresh's first query
+    took 1.4 ms CPU longer, DuckDB 1.5.5)."""
+    variable = _lit(spec.variable)
+    return (
+        f"SET VARIABLE {spec.variable} = struct_insert(getvariable({variable}),"
+        f" unset := {inlining_unset(spec.view)})"
     )
 
 
