@@ -98,15 +98,16 @@ def scenarios(draw):
     strategies = draw(
         st.lists(st.sampled_from(["auto", "incremental", "full"]), min_size=1, max_size=4)
     )
-    return tables_, view_sql, windows, draw(st.booleans()), strategies
+    inlining = draw(st.sampled_from([0, None]))  # DuckLake's data inlining: off, default
+    return tables_, view_sql, windows, draw(st.booleans()), strategies, inlining
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(scenarios())
 def test_every_refresh_records_what_it_did_in_its_commit(scenario):
-    tables_, view_sql, windows, known_schema, strategies = scenario
+    tables_, view_sql, windows, known_schema, strategies, inlining = scenario
     with tempfile.TemporaryDirectory() as directory:
-        con = connect_ducklake(f"{directory}/lake", "dl", 0)
+        con = connect_ducklake(f"{directory}/lake", "dl", inlining)
         try:
             kwargs = {"schema": tables_schema(tables_)} if known_schema else {}
             run_scenario(HistoryHarness(con, strategies), tables_, view_sql, windows, **kwargs)
