@@ -57,6 +57,7 @@ def test_status_lists_views_with_their_lag_and_refreshes(tmp_path, capsys):
     assert ": rebuild (full: requested), in ?, out +4 -3," in text
     assert ": incremental (incremental: requested), in 1, out +1 -0," in text
     assert ": rebuild (first build), in ?, out +2 -0," in text
+    assert f"dl.main.totals: cursors dl.main.facts at {total.cursors['dl.main.facts']}" in text
     con.close()
 
     assert main(["status", directory, "--catalog", "dl"]) == 0

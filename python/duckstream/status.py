@@ -12,6 +12,7 @@ cursors, and since when), and its newest refreshes with their history entries
 >>> print(status_text([view], now=t + datetime.timedelta(minutes=2)))
 view | behind | last refresh | path | ms | recent paths
 l.m.v | up to date | 2m ago (snapshot 8) | rebuild | 41 | rebuild
+l.m.v: cursors l.m.t at 7
   snapshot 8, 2m ago: rebuild (auto: t +9/-0 (50.00%): ...), in 9, out +18 -9, 41 ms
 """
 
@@ -60,8 +61,8 @@ class ViewStatus:
 
 def status_text(statuses: list[ViewStatus], now: datetime.datetime | None = None) -> str:
     """``statuses`` as a table for a terminal: per view its lag, its last refresh and the
-    paths of its recent ones; then, per view, its recent refreshes one a line: the path, why,
-    rows in and out, time."""
+    paths of its recent ones; then, per view, its cursors and its recent refreshes one a
+    line: the path, why, rows in and out, time."""
     if not statuses:
         return "no maintained views"
     now = now or datetime.datetime.now(datetime.UTC)
@@ -83,6 +84,8 @@ def status_text(statuses: list[ViewStatus], now: datetime.datetime | None = None
             f"{s.view} | {behind} | {_ago(now, last.at)} ago (snapshot {last.snapshot})"
             f" | {last.outcome} | {ms} | {recent}"
         )
+        cursors = ", ".join(f"{source} at {snapshot}" for source, snapshot in s.cursors.items())
+        details.append(f"{s.view}: cursors {cursors}")
         details += [f"  {line}" for line in (_refresh_line(r, now) for r in s.refreshes)]
     return "\n".join(lines + details)
 
