@@ -112,6 +112,8 @@ class Shop:
                 os.environ[LAKE_VARIABLE] = previous
         invocation = Invocation(list(args), result.success, time.perf_counter() - started, log=log)
         for node in getattr(result.result, "results", None) or []:
+            if getattr(node, "node", None) is None:  # run-operation's result: no node
+                continue
             invocation.nodes[node.node.name] = (
                 str(node.status),
                 str(node.message or ""),
