@@ -48,6 +48,23 @@ def uses_key_semijoins() -> bool:
     return _KEY_SEMIJOINS.get()
 
 
+# Whether key filters also go into the sources' states (:func:`push_key_filter`): off while
+# a window operator builds its terms (see :func:`states_unfiltered`).
+_FILTER_STATES: ContextVar[bool] = ContextVar("filter_states", default=True)
+
+
+@contextmanager
+def states_unfiltered() -> Generator[None]:
+    """Leave the sources' states without key filters while the block runs. A window
+    operator's terms (top-k views recompute their whole input) planned 2.5x slower with them
+    on DuckDB 1.5.5 (TPC-H Q18 with LIMIT, SF 0.1 append, CPU time)."""
+    token = _FILTER_STATES.set(False)
+    try:
+        yield
+    finally:
+        _FILTER_STATES.reset(token)
+
+
 def ident(name: str) -> exp.Identifier:
     """An identifier for a column name, quoted only when it has to be."""
     return exp.to_identifier(name, quoted=not _PLAIN.match(name))
@@ -304,9 +321,11 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     DISTINCT of lineitem's order keys, refreshes 3.5x faster on an SF 1 append).
 
     An outer join's marker over such a derived table is seen through
-    (:func:`_marked_relation`). A source's state (``SELECT * FROM t AT ...``) is left as
-    it is: a key filter inside it made DuckDB 1.5.5 plan top-k views over joins 1.3-3x
-    slower (TPC-H Q3 and Q18 with LIMIT, SF 0.1 appends) and gained nothing measurable.
+    (:func:`_marked_relation`). A source's state (``SELECT * FROM t AT ...``) gets the filter
+    too, on the column itself: DuckDB 1.5.5 otherwise joins the big states first and applies
+    the key filter last when the changed relation is a subquery's delta (TPC-H Q21 at SF 1 on
+    an append: its delta 1,524 -> 789 ms CPU; the other TPC-H joins within +-4%, Q7 +13%).
+    Not in a window operator's terms (:func:`states_unfiltered`).
 
     Only where the groups kept are whole and no others: ``t`` is grouped (DISTINCT or GROUP
     BY) by ``y`` alone, constants aside, so the rows of one group share ``y``; nothing under
@@ -323,6 +342,9 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     >>> t = derived("SELECT *, TRUE AS m FROM (SELECT DISTINCT l.k AS y FROM l) AS t")
     >>> push_key_filter(t, parse_one("t.y IN (SELECT x FROM d)")), t.this.find(exp.Where).sql()
     (True, 'WHERE l.k IN (SELECT x FROM d)')
+    >>> t = derived("SELECT * FROM l AT (VERSION => 3)")
+    >>> push_key_filter(t, parse_one("t.y IN (SELECT x FROM d)")), t.sql()
+    (True, '(SELECT * FROM l AT (VERSION => 3) WHERE y IN (SELECT x FROM d)) AS t')
     >>> t = derived("SELECT l.k AS y, sum(v) AS s FROM l GROUP BY l.k")
     >>> push_key_filter(t, parse_one("t.s IN (SELECT x FROM d)"))  # not a key: the sums change
     False
@@ -340,6 +362,11 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
         inner.args.get(k) for k in ("limit", "offset", "qualify")
     ):
         return False
+    if _FILTER_STATES.get() and _source_state(inner):
+        # a source's state, ``SELECT * FROM t AT (...)``: every row keeps its columns
+        column = exp.Column(this=condition.this.this.copy())
+        inner.where(exp.In(this=column, query=condition.args["query"].copy()), copy=False)
+        return True
     under = _marked_relation(inner)
     if under is not None:  # an outer join's marker (``SELECT *, TRUE AS m FROM (...) AS t``)
         column = condition.this.copy()
@@ -367,6 +394,18 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     pushed = exp.In(this=key.copy(), query=condition.args["query"].copy())
     inner.where(pushed, copy=False)
     return True
+
+
+def _source_state(select: exp.Select) -> bool:
+    """Whether ``select`` is ``SELECT * FROM <table>`` (a source's state), nothing else."""
+    source = select.args.get("from_")
+    return (
+        source is not None
+        and isinstance(source.this, exp.Table)
+        and len(select.expressions) == 1
+        and isinstance(select.expressions[0], exp.Star)
+        and not any(select.args.get(k) for k in ("where", "joins", "group", "having", "distinct"))
+    )
 
 
 def _marked_relation(select: exp.Select) -> exp.Subquery | None:

@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
 from duckstream.tree.aggregate import regroup_delta
-from duckstream.tree.base import Block, Context, Relation, Term, union_all
+from duckstream.tree.base import Block, Context, Relation, Term, states_unfiltered, union_all
 
 
 def partition_keys(items: list[exp.Expr]) -> list[exp.Expr]:
@@ -75,9 +75,11 @@ class Window(Relation):
         return term.select(*self.items)
 
     def state(self, ctx: Context, version: Version) -> exp.Query:
-        terms = self.input.state_terms(ctx, version)
-        assert len(terms) == 1, "isolate_windows gives a window one derived table"
-        return union_all([self._close(t) for t in terms])
+        with states_unfiltered():
+            terms = self.input.state_terms(ctx, version)
+            assert len(terms) == 1, "isolate_windows gives a window one derived table"
+            return union_all([self._close(t) for t in terms])
 
     def delta(self, ctx: Context) -> exp.Query:
-        return regroup_delta(ctx, self.input, partition_keys(self.items), self._close)
+        with states_unfiltered():
+            return regroup_delta(ctx, self.input, partition_keys(self.items), self._close)
