@@ -54,6 +54,7 @@ from duckstream.engines.iceberg.window import (
     read_logs,
     register_appends,
     register_no_changes,
+    register_positional,
 )
 from duckstream.errors import DuckstreamError, RebuildRequired, UnsupportedSQLError
 from duckstream.plan import (
@@ -111,6 +112,7 @@ class Run:
     values: dict[str, str] = field(default_factory=dict)
     logs: dict[str, TableLog] | None = None
     appends: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    positional: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     unchanged: dict[str, str] = field(default_factory=dict)  # changes view -> table
     changes_of: dict[str, str] = field(default_factory=dict)  # changes view -> table
     view: str | None = None  # the view a refresh maintains, and the bytes of its data files
@@ -174,6 +176,7 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         pinned = pin(spec, run.logs)
         run.values.update(pinned.values)
         run.appends, run.unchanged = pinned.appends, pinned.unchanged
+        run.positional = pinned.positional
         run.changes_of = {s.changes_view: s.table for s in spec.sources}
         view = run.logs[spec.view]
         run.view = spec.view
@@ -185,6 +188,9 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         return True
     if isinstance(step, Sql) and step.creates is not None and step.creates.name in run.appends:
         register_appends(spark, step.creates.name, *run.appends[step.creates.name])
+        return True
+    if isinstance(step, Sql) and step.creates is not None and step.creates.name in run.positional:
+        register_positional(spark, step.creates.name, *run.positional[step.creates.name])
         return True
     if isinstance(step, Sql) and step.creates is not None and step.creates.name in run.unchanged:
         register_no_changes(spark, step.creates.name, run.unchanged[step.creates.name])
