@@ -49,8 +49,9 @@ from duckstream.plan import IVMPlan
 from duckstream.testing.differential import as_multiset, multiset_diff
 from duckstream.testing.ducklake import load_extension
 from duckstream.testing.spark_harness import to_spark
-from duckstream.testing.tpch import TABLES, tpch_schema, tpch_view
+from duckstream.testing.tpch import TABLES, tpch_schema
 from duckstream.testing.tpch import WORKLOADS as GENERATORS
+from duckstream.testing.tpch import tpch_view as _tpch_view
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,6 +73,23 @@ SPARK_CONF = {
 
 
 ENVIRONMENT_KEYS = ("command", "date", "spark", "cpus", "load", "reps")
+# Views without aggregates (bags), beside the TPC-H queries: one that only grows on appends
+# (an inner join: an INSERT applies a window of appends), to compare with the MERGE.
+BAG_VIEWS = {
+    "lines": (
+        "SELECT o_orderkey, o_orderdate, l_linenumber, l_extendedprice FROM orders"
+        " JOIN lineitem ON l_orderkey = o_orderkey WHERE l_quantity > 45"
+    ),
+}
+VIEWS = (*SUPPORTED, *BAG_VIEWS)
+# Iceberg's row-level write modes: copy-on-write (the default: a delete rewrites the data
+# files holding the rows) or merge-on-read (a delete writes delete files beside them).
+MERGE_ON_READ = {f"write.{op}.mode": "merge-on-read" for op in ("delete", "update", "merge")}
+
+
+def tpch_view(name: str) -> str:
+    """A benchmark view's DuckDB SQL: a bag view of :data:`BAG_VIEWS` or ``testing.tpch``'s."""
+    return BAG_VIEWS.get(name) or _tpch_view(name)
 
 
 @dataclass
@@ -83,6 +101,8 @@ class Row:
     incremental: list[float] = field(default_factory=list)
     recompute: list[float] = field(default_factory=list)
     floor: float = 0.0
+    source_commit: float = 0.0  # ms the workload's commits to the sources took
+    incremental_rebuilt: str = ""  # why incremental rebuilt, if it did (merge-on-read)
     equal: bool = True
     picks: list[tuple[str, str]] = field(default_factory=list)  # auto's (strategy, reason)
     estimate: list[float] = field(default_factory=list)  # ms of auto's estimate
@@ -227,10 +247,11 @@ def measure(
     workload: str,
     reps: int,
     log: Callable[[str], None],
+    source_commit: float = 0.0,
 ) -> list[Row]:
     rows = []
     for q, plan in plans.items():
-        row = Row(sf, workload, q)
+        row = Row(sf, workload, q, source_commit=source_commit)
         spark.sql(f"USE lake.{namespace}")
         spark.sql(to_spark(tpch_view(q))).collect()  # warm: file listings, JIT
         for _ in range(reps):
@@ -242,6 +263,10 @@ def measure(
             f"  incremental {statistics.median(row.incremental):8,.0f}"
             f"  recompute {statistics.median(row.recompute):8,.0f}  floor {row.floor:6,.0f}"
             f"  {'equal' if row.equal else 'DIFFERENT'}"
+            + (
+                f"  (incremental rebuilt: {row.incremental_rebuilt})"
+                * bool(row.incremental_rebuilt)
+            )
         )
         rows.append(row)
     return rows
@@ -262,8 +287,11 @@ def _repetition(
     start = _snapshot(spark, plan.mv_table)
     for strategy, times in (("auto", row.auto), ("incremental", row.incremental)):
         began = time.perf_counter()
-        report = refresh(spark, plan, strategy=strategy)
+        # rebuild=True: a window Iceberg cannot read (merge-on-read delete files) is rebuilt
+        report = refresh(spark, plan, strategy=strategy, rebuild=True)
         times.append((time.perf_counter() - began) * 1000)
+        if strategy == "incremental" and report.strategy == "full":
+            row.incremental_rebuilt = report.reason
         if strategy == "auto":
             row.picks.append((report.strategy, report.reason))
             row.estimate.append(report.estimate_seconds * 1000)
@@ -283,6 +311,8 @@ def _floor(
 
     def read() -> None:
         for table in touched:
+            if _has_delete_files(spark, f"lake.{namespace}.{table}", *windows[table]):
+                raise _NoChangelog
             before, after = windows[table]
             spark.sql(
                 f"CALL lake.system.create_changelog_view(table => '{namespace}.{table}',"
@@ -291,14 +321,37 @@ def _floor(
             )
             spark.sql(f"SELECT count(*) FROM bench_floor_{table}").collect()
 
-    return _timed(read)
+    try:
+        return _timed(read)
+    except _NoChangelog:  # merge-on-read: Iceberg's changelog refuses delete files
+        return math.nan
 
 
-def load(spark: SparkSession, namespace: str, parquet: Path) -> None:
+class _NoChangelog(Exception):
+    pass
+
+
+def _has_delete_files(spark: SparkSession, table: str, before: int, after: int) -> bool:
+    """Whether ``table``'s snapshots after ``before`` up to ``after`` hold delete files."""
+    rows = spark.sql(
+        f"SELECT max(CAST(summary['total-delete-files'] AS BIGINT)) FROM {table}.snapshots"
+        f" WHERE snapshot_id IN ({before}, {after})"
+    ).collect()
+    return bool(rows[0][0])
+
+
+def load(
+    spark: SparkSession, namespace: str, parquet: Path, *, merge_on_read: bool = False
+) -> None:
+    """The TPC-H tables into Iceberg; with ``merge_on_read``, their row-level writes set to
+    merge-on-read (:data:`MERGE_ON_READ`)."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{namespace}")
     for table in TABLES:
         frame = spark.read.parquet(str(parquet / f"{table}.parquet"))
-        frame.writeTo(f"lake.{namespace}.{table}").using("iceberg").createOrReplace()
+        writer = frame.writeTo(f"lake.{namespace}.{table}").using("iceberg")
+        for key, value in (MERGE_ON_READ if merge_on_read else {}).items():
+            writer = writer.tableProperty(key, value)
+        writer.createOrReplace()
 
 
 def markdown(results: Results, environment: dict[str, str]) -> str:
@@ -336,6 +389,8 @@ def markdown(results: Results, environment: dict[str, str]) -> str:
         lines += [
             f"## SF {sf:g}, {workload}: {WORKLOADS[workload][1]}",
             "",
+            f"The batch's commits to the sources took {part[0].source_commit:,.0f} ms.",
+            "",
             "| Q | auto picks | auto | estimate | incremental | recompute | floor"
             " | recompute ÷ auto | recompute ÷ incremental | incremental ÷ floor | equal |",
             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
@@ -356,6 +411,14 @@ def markdown(results: Results, environment: dict[str, str]) -> str:
             [statistics.median(r.recompute) / statistics.median(r.incremental) for r in part]
         )
         lines += [f"| geo-mean | | | | | | | {geo_auto:.2f}x | {geo:.2f}x | | |", ""]
+        rebuilt = [r for r in part if r.incremental_rebuilt]
+        if rebuilt:
+            lines += [
+                "incremental rebuilt "
+                + ", ".join(f"Q{r.query}" for r in rebuilt)
+                + f": {rebuilt[0].incremental_rebuilt}",
+                "",
+            ]
     lines += ["## What auto chose, and why (the reason of the first query of each kind)", ""]
     for sf, workload in keys:
         part = [r for r in rows if (r.sf, r.workload) == (sf, workload)]
@@ -385,6 +448,8 @@ def run(
     reps: int | list[int],
     log: Callable[[str], None],
     done: Callable[[Results], None] = lambda results: None,
+    *,
+    merge_on_read: bool = False,
 ) -> Results:
     """Every (scale factor, workload, query) measured; ``work`` holds the generated files.
     ``reps``: one count, or one per scale factor; ``done`` sees the rows after each workload
@@ -397,7 +462,7 @@ def run(
         namespace = f"tpch_sf{sf:g}".replace(".", "_")
         log(f"SF {sf:g}: generating TPC-H, loading it into Iceberg, setting up the views")
         con = generate(sf, work / namespace)
-        load(spark, namespace, work / namespace)
+        load(spark, namespace, work / namespace, merge_on_read=merge_on_read)
         plans, refused = compile_views(namespace, queries)
         for q, why in refused.items():
             log(f"SF {sf:g}: Q{q} is not maintainable on Spark: {why}")
@@ -406,9 +471,13 @@ def run(
             setup(spark, plan)
         for workload in workloads:
             batch = make_batch(con, workload, work / f"{namespace}-{workload}")
+            began = time.perf_counter()
             windows = apply_batch(spark, namespace, batch)
-            log(f"SF {sf:g} {workload}: {batch.counts}")
-            results.rows += measure(spark, namespace, plans, windows, sf, workload, sf_reps, log)
+            committed = (time.perf_counter() - began) * 1000
+            log(f"SF {sf:g} {workload}: {batch.counts}, committed in {committed:,.0f} ms")
+            results.rows += measure(
+                spark, namespace, plans, windows, sf, workload, sf_reps, log, committed
+            )
             roll_back(spark, namespace, windows)
             done(results)
         con.close()
@@ -418,7 +487,13 @@ def run(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.spark", description=__doc__)
     parser.add_argument("--sf", type=float, nargs="+", default=[0.1, 1.0])
-    parser.add_argument("--queries", nargs="+", default=list(SUPPORTED), choices=SUPPORTED)
+    parser.add_argument("--queries", nargs="+", default=list(SUPPORTED), choices=VIEWS)
+    parser.add_argument(
+        "--merge-on-read",
+        action="store_true",
+        help="create the sources with merge-on-read row-level writes (write.delete.mode,"
+        " write.update.mode, write.merge.mode): deletes write delete files",
+    )
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument(
         "--reps", type=int, nargs="+", default=[3], help="repetitions, or one count per --sf"
@@ -450,7 +525,17 @@ def main(argv: list[str] | None = None) -> int:
             str(work / "warehouse"), app_name="duckstream-bench", extra_conf=SPARK_CONF
         )
         environment["spark"] = spark.version
-        results = run(spark, work, args.sf, args.queries, args.workloads, reps, log, write)
+        results = run(
+            spark,
+            work,
+            args.sf,
+            args.queries,
+            args.workloads,
+            reps,
+            log,
+            write,
+            merge_on_read=args.merge_on_read,
+        )
         spark.stop()
     log(f"wrote {args.out}")
     return 0 if all(r.equal for r in results.rows) else 1

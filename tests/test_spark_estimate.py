@@ -112,10 +112,10 @@ def test_cursors_come_from_the_views_latest_snapshot_that_is_not_a_compaction() 
         (
             {
                 MV: _mv({T: 1, U: 1}),
-                T: _source(10, (2, "overwrite", {"total-delete-files": 1})),
+                T: _source(10, (2, "overwrite", {"added-equality-delete-files": 1})),
                 U: _source(5),
             },
-            "delete files",
+            "equality delete files",
         ),
     ],
 )
@@ -205,3 +205,15 @@ def test_the_pin_refuses_what_the_sql_check_refuses() -> None:
     logs[T] = TableLog(None, {})
     with pytest.raises(RebuildRequired, match="has no snapshot"):
         pin(_spec(), logs)
+
+
+def test_a_window_with_position_deletes_counts_them_and_scans_the_table() -> None:
+    """Merge-on-read (position delete files): maintained by reading positions, its deletions
+    the position deletes the window added, its scan the whole table (which data files they
+    touch only the manifests say)."""
+    deletes = {"added-position-deletes": 30, "removed-position-deletes": 10}
+    summary = {**deletes, "total-delete-files": 1, "added-records": 4, "total-records": 1000}
+    t = _source(10, (2, "overwrite", summary))
+    found = estimate_window(MV, [T, U], {MV: _mv({T: 1, U: 1}), T: t, U: _source(5)})
+    assert not isinstance(found, str)
+    assert (found[T].inserted, found[T].deleted, found[T].scanned) == (4, 20, 1000)

@@ -135,10 +135,14 @@ class Measure:
 @dataclass(frozen=True)
 class CommitWith:
     """Run ``statement`` so that its commit carries ``properties`` (Iceberg snapshot
-    properties: the view's cursors, committed with its data)."""
+    properties: the view's cursors, committed with its data). ``appends_only``: a statement
+    a runner may run instead when every changed source's window holds appends only (a view
+    that then only grows: an INSERT, where ``statement`` is a MERGE); it fails, writing
+    nothing, if the change would remove a row after all, and ``statement`` is run then."""
 
     statement: str
     properties: tuple[tuple[str, str], ...]
+    appends_only: str | None = None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,14 @@ from duckstream.plan import (
     StopUnless,
 )
 from duckstream.spark import RebuildRequired, refresh
-from duckstream.testing.differential import Column, Delete, Insert, TableSpec, Update
+from duckstream.testing.differential import (
+    FROM_CATALOG,
+    Column,
+    Delete,
+    Insert,
+    TableSpec,
+    Update,
+)
 from duckstream.testing.spark_harness import SparkHarness
 
 pytestmark = pytest.mark.spark
@@ -101,29 +108,50 @@ def test_plan_runs_by_hand_with_spark_variable_substitution(spark) -> None:
     harness.check(plan, VIEW, "after the next refresh")
 
 
-def test_merge_on_read_delete_requires_rebuild(spark) -> None:
-    modes = ", ".join(
-        f"'write.{op}.mode' = 'merge-on-read'" for op in ("delete", "update", "merge")
-    )
-    harness, plan = _view(spark, modes)
-    harness.apply([Insert("t", ((3, 30),))])
-    harness.refresh(plan)  # appends add no delete files: still incremental
-    harness.check(plan, VIEW, "after an append")
-    harness.apply([Update("t", "v = v + 1", "k = 2")])  # a position delete file
-    with pytest.raises(RebuildRequired, match="delete files \\(merge-on-read\\)"):
-        harness.refresh(plan)
-    report = refresh(spark, plan, strategy="incremental", rebuild=True)
-    assert (report.strategy, report.requested) == ("full", "incremental")
-    assert "delete files" in report.reason
-    harness.check(plan, VIEW, "after the rebuild")
-    # Iceberg refuses every changelog window while the table holds delete files at all.
-    harness.apply([Insert("t", ((5, 50),))])
-    with pytest.raises(RebuildRequired, match="delete files"):
-        harness.refresh(plan)
-    report = refresh(spark, plan)  # auto: the estimate sees the delete files
-    assert report.strategy == "full" and "delete files (merge-on-read)" in report.reason
-    assert report.sources == {}
-    harness.check(plan, VIEW, "after the second rebuild")
+MERGE_ON_READ = ", ".join(
+    f"'write.{op}.mode' = 'merge-on-read'" for op in ("delete", "update", "merge")
+)
+
+
+@pytest.mark.parametrize("view", [VIEW, "SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.k"])
+def test_merge_on_read_sources_are_read_by_position(spark, view) -> None:
+    """Sources with delete files (merge-on-read), which Iceberg's changelog refuses, are read
+    by position (no changelog call): windows of deletes, updates (twice in a window, and of
+    a row inserted in it), appends and a whole data file deleted, both sources changed."""
+    harness = SparkHarness(spark)
+    harness.create(TABLE)
+    harness.create(TableSpec("u", [Column("k", "INTEGER"), Column("w", "VARCHAR")], [(1, "a")]))
+    for table in ("t", "u"):
+        spark.sql(f"ALTER TABLE {harness.fqn(table)} SET TBLPROPERTIES ({MERGE_ON_READ})")
+    plan = harness.compile(view)
+    harness.setup(plan)
+    windows = [
+        [Insert("t", ((3, 30), (1, 11), (1, 11)))],
+        [Update("t", "v = v + 1", "k = 2")],  # a position delete file
+        [Insert("t", ((2, 5),)), Update("t", "v = v * 2", "k = 2"), Delete("t", "v = 11")],
+        [
+            Insert("u", ((2, "b"), (3, "c"))),
+            Update("u", "w = 'z'", "k = 1"),
+            Insert("t", ((4, 4),)),
+        ],
+        [Delete("t", "k = 3"), Update("t", "v = 0", "k = 1"), Delete("u", "k = 2")],
+        [Delete("t", "true"), Insert("t", ((2, 7),))],
+    ]
+    recording = _Recording(spark)
+    delete_files = []
+    for number, batch in enumerate(windows):
+        harness.apply(batch)
+        found = harness.rows(f"SELECT count(*) FROM {harness.fqn('t')}.delete_files")
+        delete_files.append(found[0][0])
+        recording.ran.clear()
+        report = refresh(recording, plan, strategy="incremental")
+        assert report.strategy == "incremental", report.reason
+        harness.check(plan, view, f"after window {number}")
+        assert not [s for s in recording.ran if "create_changelog_view" in s], recording.ran
+    assert all(delete_files[1:5]), delete_files  # the windows meant to hold delete files
+    harness.apply([Insert("t", ((5, 50),)), Delete("t", "k = 2")])
+    report = refresh(spark, plan)  # auto: maintains or rebuilds, either exact
+    harness.check(plan, view, "after auto")
 
 
 def test_replaced_table_requires_rebuild(spark) -> None:
@@ -253,3 +281,69 @@ def test_appends_are_read_without_a_changelog_and_rewrites_with_one(spark) -> No
     calls = [s for s in recording.ran if "create_changelog_view" in s]
     # t's window: one changelog call; u's (unchanged): none
     assert len(calls) == 1 and f"{harness.schema}.t'" in calls[0], calls
+
+
+GROWING_VIEW = "SELECT t.k, t.v, u.w FROM t JOIN u ON t.k = u.k WHERE t.v > 0"
+
+
+def _latest_mv_commit(harness: SparkHarness) -> tuple[str, dict]:
+    (row,) = harness.rows(
+        f"SELECT s.operation, s.summary FROM {harness.fqn('mv')}.snapshots AS s"
+        f" JOIN {harness.fqn('mv')}.refs AS r ON s.snapshot_id = r.snapshot_id"
+    )
+    return row[0], row[1]
+
+
+@pytest.mark.parametrize("schema", [None, FROM_CATALOG], ids=["no_schema", "schema"])
+def test_a_view_that_only_grows_takes_appends_in_one_insert(spark, schema) -> None:
+    """A join without aggregates over windows of appends only (duplicates among them): one
+    INSERT into the view (an Iceberg ``append``, no MERGE), carrying the cursors; a window
+    with a delete: the MERGE."""
+    harness = SparkHarness(spark)
+    harness.create(TABLE)
+    harness.create(TableSpec("u", [Column("k", "INTEGER"), Column("w", "VARCHAR")], [(1, "a")]))
+    plan = harness.compile(GROWING_VIEW, schema=schema)
+    harness.setup(plan)
+    recording = _Recording(spark)
+    windows = [
+        [Insert("t", ((1, 5), (1, 5), (3, 7)))],
+        [Insert("u", ((3, "c"), (1, "a"))), Insert("t", ((3, 7),))],
+    ]
+    for number, batch in enumerate(windows):
+        harness.apply(batch)
+        recording.ran.clear()
+        refresh(recording, plan, strategy="incremental")
+        harness.check(plan, GROWING_VIEW, f"after appends {number}")
+        operation, summary = _latest_mv_commit(harness)
+        assert operation == "append", (operation, recording.ran)
+        assert not [s for s in recording.ran if s.lstrip().startswith("MERGE")]
+        for table in ("t", "u"):
+            current = harness.rows(f"SELECT snapshot_id FROM {harness.fqn(table)}.refs")
+            assert summary[f"duckstream.cursor.{harness.fqn(table)}"] == str(current[0][0])
+    harness.apply([Insert("t", ((1, 6),)), Delete("t", "v = 7")])
+    recording.ran.clear()
+    refresh(recording, plan, strategy="incremental")
+    harness.check(plan, GROWING_VIEW, "after a delete")
+    assert [s for s in recording.ran if s.lstrip().startswith("MERGE")]
+    assert _latest_mv_commit(harness)[0] != "append"
+
+
+def test_an_insert_that_would_remove_a_row_falls_back_to_the_merge(spark, monkeypatch) -> None:
+    """The append-only INSERT fails, writing nothing, on a change that removes a row (here
+    made possible by taking a LEFT JOIN for monotone: a partner's arrival removes the
+    NULL-extended row); the MERGE then applies the window."""
+    from duckstream.tree.join import Join
+
+    view = "SELECT t.k, u.w FROM t LEFT JOIN u ON t.k = u.k"
+    harness = SparkHarness(spark)
+    harness.create(TABLE)
+    harness.create(TableSpec("u", [Column("k", "INTEGER"), Column("w", "VARCHAR")], [(1, "a")]))
+    monkeypatch.setattr(Join, "only_grows", lambda self: True)
+    plan = harness.compile(view)
+    monkeypatch.undo()
+    assert any(isinstance(s, CommitWith) and s.appends_only for s in plan.steps["maintain"])
+    harness.setup(plan)
+    harness.apply([Insert("u", ((2, "b"),))])  # (2, NULL) must go
+    harness.refresh(plan)
+    harness.check(plan, view, "after the partner's arrival")
+    assert _latest_mv_commit(harness)[0] != "append"

@@ -243,6 +243,7 @@ class Engine(ABC):
         *,
         removes: exp.Query | None = None,
         upsert: exp.Query | None = None,
+        appends: exp.Query | None = None,
     ) -> list[Step]:
         """Steps that delete the view's rows whose ``keys`` (NULL-safe) are in
         ``removed`` and insert the rows of ``added`` (all ``columns``, in order): one atomic
@@ -252,7 +253,11 @@ class Engine(ABC):
         ``upsert``, when given, says the same in one query an engine may use instead: one row
         per key of ``removed`` (``keys`` unique in it and in the view's table), its ``columns``
         and ``_ivm_keep``, true for the rows of ``added``; a row whose ``_ivm_keep`` is not
-        true is removed."""
+        true is removed. ``appends``, when given: ``added`` for a window in which every
+        changed source has appends only, where the view's relation only grows
+        (:meth:`~duckstream.tree.base.Relation.only_grows`) and ``removed`` is empty; it
+        fails (``RaiseError``) on a change that would remove a row. An engine whose runner
+        knows the window may insert it alone."""
 
     @abstractmethod
     def fresh_row_ids_base(self) -> exp.Expr:

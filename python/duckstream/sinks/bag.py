@@ -5,6 +5,11 @@ The table holds the view's rows as they are, duplicates included, plus one hidde
 (sum of signed multiplicities per distinct row), deletes ``-n`` rows of each content whose
 net count is negative (picked by ``_ivm_row``) and inserts ``n`` copies of each content whose
 net count is positive, under fresh ``_ivm_row`` numbers.
+
+When the view's relation only grows on appends (scans, filters, projections, inner joins,
+UNION ALL: :meth:`~duckstream.tree.base.Relation.only_grows`), a window in which every
+changed source has appends only removes nothing: the insert alone applies it (an engine
+that knows its window may run it, :meth:`~duckstream.engines.base.Engine.replace_rows`).
 """
 
 from __future__ import annotations
@@ -14,12 +19,16 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Version
+from duckstream.expressions import RaiseError
 from duckstream.plan import Step
 from duckstream.sinks.base import Sink
 from duckstream.tree.aggregate import null_safe_match
 from duckstream.tree.base import Context, Relation, col
 
 ROW = "_ivm_row"
+# The error an append-only INSERT raises on a change that would remove a row (a runner then
+# applies the change with the general statement).
+APPENDS_REMOVE = "duckstream: a window of appends removes rows from "
 
 
 class BagSink(Sink):
@@ -118,6 +127,34 @@ class BagSink(Sink):
             .where(exp.LT(this=col(MULT, "d"), expression=exp.Literal.number(0)))
         )
         replace = self.engine.replace_rows(
-            [ROW], doomed, self._numbered(copies), self.all_columns(), removes=negative
+            [ROW],
+            doomed,
+            self._numbered(copies),
+            self.all_columns(),
+            removes=negative,
+            appends=self._appends() if self.relation.only_grows() else None,
         )
         return [self.engine.create_temp(delta, numbered_net), *replace]
+
+    def _appends(self) -> exp.Select:
+        """The rows to insert when the view only grows (every changed source appended, and
+        its relation monotone): the delta's rows as they come, not netted (every row counts
+        +n, and no row cancels another), numbered; failing on a row of negative count,
+        which the monotone operators never give (if one did, inserting alone would leave a
+        row in place that must go: fail instead, writing nothing)."""
+        cols = self.visible_columns()
+        negative = exp.LT(this=col(MULT, "d"), expression=exp.Literal.number(0))
+        message = f"{APPENDS_REMOVE}{self.engine.tgt.fqn}"
+        checked = exp.Case(
+            ifs=[exp.If(this=negative, true=RaiseError(this=exp.Literal.string(message)))],
+            default=exp.GT(this=col(MULT, "d"), expression=exp.Literal.number(0)),
+        )
+        copies = (
+            exp.select(
+                *(col(c, "d") for c in cols),
+                exp.alias_(self.engine.copies(col(MULT, "d")), "_ivm_c"),
+            )
+            .from_(exp.paren(self.relation.delta(self.ctx)).as_("d"))
+            .where(checked)
+        )
+        return self._numbered(copies)

@@ -562,6 +562,12 @@ class Leaf(ABC):
     def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
         """An aliased relation of the leaf's changes, and the expression of their multiplicity."""
 
+    def only_grows(self) -> bool:
+        """Whether the leaf's delta has no negative row whenever its sources' changes have
+        none (a window of appends only): :meth:`Relation.only_grows`. False unless the leaf
+        knows better."""
+        return False
+
     def delta_rows(self, ctx: Context) -> exp.Expr | None:
         """A query of the leaf's changes cheap enough to read again (for semi-join filters),
         or ``None``. It may select only some columns, then with every value each of them
@@ -588,6 +594,12 @@ class Block(ABC):
         (``None``: on every column). The delta terms themselves unless an operator knows
         cheaper ones."""
         return self.delta_terms(ctx)
+
+    def only_grows(self) -> bool:
+        """Whether the block's delta terms have no negative row whenever its sources'
+        changes have none: :meth:`Relation.only_grows`. False unless the block knows
+        better."""
+        return False
 
     def reads_changes_only(self, ctx: Context) -> bool:
         """Whether the delta terms read nothing but one source's changes, and those are
@@ -632,6 +644,16 @@ class Relation(ABC):
     @abstractmethod
     def delta(self, ctx: Context) -> exp.Query:
         """The relation's changes: its columns plus ``_ivm_mult``, not netted."""
+
+    def only_grows(self) -> bool:
+        """Whether the relation's delta has no negative row whenever its sources' changes
+        have none: a window of appends only then only adds rows to it, and a view over it
+        can apply the delta with a plain INSERT. True for the monotone operators (scan,
+        filter, projection, inner join, UNION ALL) over monotone inputs; an aggregate,
+        DISTINCT, outer join, EXCEPT, INTERSECT or window function can remove or replace a
+        row on an append (a group's row is replaced, a NULL-extended row loses its place).
+        False unless the operator knows better: a wrong False only costs speed."""
+        return False
 
     def delta_keys(self, ctx: Context) -> exp.Query | None:
         """A cheap query of some of the relation's columns holding every value each takes in

@@ -39,6 +39,9 @@ class Derived(Leaf):
     def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
         return aliased(self.query.delta(ctx), self.alias_node), mult_column(self.name)
 
+    def only_grows(self) -> bool:
+        return self.query.only_grows()
+
     def delta_rows(self, ctx: Context) -> exp.Expr | None:
         if not ctx.engine.changes_are_materialized:
             return None

@@ -32,6 +32,11 @@ class Filter(Block):
     def delta_terms(self, ctx: Context) -> list[Term]:
         return [t.filtered(self.predicate) for t in self.input.delta_terms(ctx)]
 
+    def only_grows(self) -> bool:
+        # a predicate reading a subquery could turn false on an append (decorrelation makes
+        # joins of those; one left here is not trusted)
+        return self.input.only_grows() and self.predicate.find(exp.Query) is None
+
     def key_terms(self, ctx: Context, aliases: frozenset[str] | None) -> list[Term]:
         # a row the input's key terms stand for must pass the predicate as they do: the
         # predicate's relations count as keys too

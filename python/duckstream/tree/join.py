@@ -224,6 +224,24 @@ class Join(Block):
     def delta_terms(self, ctx: Context) -> list[Term]:
         return [self._term(p) for p in self._delta_parts(ctx)]
 
+    def only_grows(self) -> bool:
+        """Inner joins only: each term of the ordered rule carries its ΔRi's multiplicity,
+        positive when ΔRi is. An outer join's unmatched-row terms subtract a NULL-extended
+        row when its first partner arrives.
+
+        >>> from sqlglot import parse_one
+        >>> from duckstream.engines.base import Source
+        >>> def leaf(name):
+        ...     return Scan(Source("c", "s", name, 0), exp.TableAlias(this=exp.to_identifier(name)))
+        >>> q = parse_one("SELECT * FROM a JOIN b ON a.k = b.k LEFT JOIN c ON b.k = c.k")
+        >>> inner = Join(q.args["from_"].this, tuple(q.args["joins"][:1]), [leaf("a"), leaf("b")])
+        >>> inner.only_grows(), Join(q.args["from_"].this, tuple(q.args["joins"]),
+        ...     [leaf("a"), leaf("b"), leaf("c")]).only_grows()
+        (True, False)
+        """
+        inner = all(join_kind(j) == INNER and j.find(exp.Query) is None for j in self.joins)
+        return inner and all(leaf.only_grows() for leaf in self.leaves)
+
     def reads_changes_only(self, ctx: Context) -> bool:
         return (
             len(self.leaves) == 1

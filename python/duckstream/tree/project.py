@@ -41,3 +41,6 @@ class Project(Relation):
                 for t in self.input.delta_terms(ctx)
             ]
         )
+
+    def only_grows(self) -> bool:
+        return self.input.only_grows()  # each delta row keeps its multiplicity

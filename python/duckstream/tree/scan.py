@@ -41,6 +41,9 @@ class Scan(Leaf):
     def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
         return aliased(ctx.engine.changes(self.source), self.alias_node), mult_column(self.name)
 
+    def only_grows(self) -> bool:
+        return True  # its delta is the source's changes themselves
+
     def delta_rows(self, ctx: Context) -> exp.Expr | None:
         if not ctx.engine.changes_are_materialized:
             return None

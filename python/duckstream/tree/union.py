@@ -63,3 +63,6 @@ class UnionAll(Relation):
 
     def delta(self, ctx: Context) -> exp.Query:
         return stack([i.delta(ctx) for i in self.inputs])
+
+    def only_grows(self) -> bool:
+        return all(i.only_grows() for i in self.inputs)

@@ -542,13 +542,14 @@ class DuckLakeEngine(Engine):
         *,
         removes: exp.Query | None = None,
         upsert: exp.Query | None = None,
+        appends: exp.Query | None = None,
     ) -> list[Step]:
         """A DELETE and an INSERT; the DELETE is skipped by the runner when ``removes`` has no
         row (:attr:`Sql.needed`): it scans the view's table even when nothing matches (12 ms
         CPU for a one-row view refreshed 30 times, growing with its data files), while the
         read of a temporary table costs ~0.3 ms: an append to a view without aggregates
         removes nothing. ``upsert`` is unused: DuckLake's MERGE allows one UPDATE or DELETE
-        action only."""
+        action only. ``appends`` is unused: skipping the DELETE leaves the INSERT alone."""
         match = (
             exp.and_(
                 *(

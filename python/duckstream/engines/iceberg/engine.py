@@ -132,9 +132,15 @@ def render(step: Step) -> list[str]:
         return [f"-- stop here (run only the clean-up) unless {step.value} is true"]
     if isinstance(step, CommitWith):
         props = ", ".join(f"{k} = {v}" for k, v in step.properties)
-        return [
-            f"-- commit the statement below with the snapshot properties {props}\n{step.statement}"
-        ]
+        text = f"-- commit the statement below with the snapshot properties {props}\n"
+        if step.appends_only is not None:
+            text += (
+                "-- (when every changed source's snapshots since its cursor are appends, run"
+                " instead, with the same properties:\n"
+                + "\n".join(f"-- {line}" for line in step.appends_only.splitlines())
+                + "\n-- )\n"
+            )
+        return [text + step.statement]
     raise TypeError(f"Iceberg plans have no {type(step).__name__} step")
 
 
@@ -352,10 +358,13 @@ class IcebergEngine(Engine):
     def advance_cursors(self) -> list[Step]:
         return []  # the MERGE's commit carries them (replace_rows)
 
-    def _properties(self, sql: str) -> Step:
-        """``sql`` committed with the pinned end snapshots as the MV's snapshot properties."""
+    def _properties(self, sql: str, appends_only: str | None = None) -> Step:
+        """``sql`` committed with the pinned end snapshots as the MV's snapshot properties
+        (``appends_only``: :attr:`CommitWith.appends_only`)."""
         return CommitWith(
-            sql, tuple((f"{CURSOR_PROPERTY}{s.fqn}", self._end(s)) for s in self.sources)
+            sql,
+            tuple((f"{CURSOR_PROPERTY}{s.fqn}", self._end(s)) for s in self.sources),
+            appends_only,
         )
 
     def populate(self, inserts: list[exp.Insert]) -> list[Step]:
@@ -381,7 +390,14 @@ class IcebergEngine(Engine):
         *,
         removes: exp.Query | None = None,  # one MERGE: no delete of its own to skip
         upsert: exp.Query | None = None,
+        appends: exp.Query | None = None,
     ) -> list[Step]:
+        """One MERGE, committed with the cursors. With ``appends``, an INSERT of those rows
+        too (:attr:`CommitWith.appends_only`), which the runner runs instead when every
+        changed source's window holds appends only: an Iceberg INSERT adds data files and
+        reads nothing of the view's table, where a MERGE joins the view's table and
+        rewrites the data files it touches (copy-on-write), in several Spark jobs."""
+
         def ident(name: str) -> str:
             return self.sql(exp.to_identifier(name, quoted=True))
 
@@ -428,7 +444,10 @@ class IcebergEngine(Engine):
             "WHEN MATCHED THEN DELETE\n"
             f"WHEN NOT MATCHED AND NOT _ivm_s._ivm_del THEN INSERT ({names}) VALUES ({values})"
         )
-        return [self._properties(merge)]
+        insert = None
+        if appends is not None:
+            insert = f"INSERT INTO {self.sql(self.tgt.table())} ({names})\n{self.sql(appends)}"
+        return [self._properties(merge, appends_only=insert)]
 
     def fresh_row_ids_base(self) -> exp.Expr:
         # The largest row number in use: Iceberg answers max() from file statistics.

@@ -23,9 +23,11 @@ same read). No data file is read. From them:
 Rebuild reasons, found here before a refresh is attempted (:func:`.window.rebuild_reason`,
 the pin's own checks): no cursors in the view's table (never initialized, or written outside
 duckstream), a source with no snapshot, a cursor that is no longer an ancestor, a schema
-changed since the cursor's snapshot, and **delete files** (merge-on-read deletes and
-updates, deletion vectors: the summary's ``total-delete-files``) in the window, which
-Iceberg's changelog refuses to read.
+changed since the cursor's snapshot, and equality delete files in the window. A window
+with position delete files (merge-on-read deletes and updates: the summary's
+``total-delete-files``) is read by position (:func:`.window.register_positional`): its
+deletions are the position deletes it added, and it reads the data files they touch twice,
+counted as the whole table (which files they are, only the manifests say).
 
 The choice itself is :func:`duckstream.refresh.decide` with :class:`SparkPolicy`.
 """
@@ -37,8 +39,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from duckstream.engines.iceberg.window import (
+    APPENDS,
     CURSOR_PROPERTY,
     TableLog,
+    has_delete_files,
     read_logs,
     rebuild_reason,
 )
@@ -91,15 +95,26 @@ def estimate_window(
             return why
         log = logs[source]
         assert log.current is not None
-        window = log.since(int(summary[CURSOR_PROPERTY + source])) or []
+        cursor = int(summary[CURSOR_PROPERTY + source])
+        window = log.since(cursor) or []
         changes = [s for s in window if s.operation != "replace"]
         deleted = sum(s.count("deleted-records") for s in changes)
+        rows = log.snapshots[log.current].count("total-records")
+        scanned = deleted
+        if has_delete_files(log, cursor) and not all(s.operation in APPENDS for s in window):
+            # read by position: the deleted rows, and the touched data files read twice;
+            # which files those are the summaries do not say: all of them, at most
+            deleted += sum(
+                max(s.count("added-position-deletes") - s.count("removed-position-deletes"), 0)
+                for s in changes
+            )
+            scanned = max(rows, deleted)
         estimates[source] = SourceEstimate(
             source,
-            rows=log.snapshots[log.current].count("total-records"),
+            rows=rows,
             inserted=sum(s.count("added-records") for s in changes),
             deleted=deleted,
-            scanned=deleted,
+            scanned=scanned,
         )
     return estimates
 

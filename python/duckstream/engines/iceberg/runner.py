@@ -11,7 +11,9 @@ arguments) and has no multi-statement transactions, so a Spark plan's steps
     If the value is false, nothing changed: skip to the clean-up.
 :class:`~duckstream.plan.CommitWith`
     Commit the statement with these Iceberg snapshot properties (the view's cursors,
-    committed with its data): :func:`duckstream.spark.sql_with_commit_properties`.
+    committed with its data): :func:`duckstream.spark.sql_with_commit_properties`; its
+    ``appends_only`` statement instead when the pinned window holds appends only (an INSERT
+    for a view that only grows, in place of a MERGE).
 :class:`~duckstream.plan.Cleanup`
     Runs after every other step, also when one failed.
 
@@ -53,6 +55,7 @@ from duckstream.engines.iceberg.window import (
     read_logs,
     register_appends,
     register_no_changes,
+    register_positional,
 )
 from duckstream.errors import DuckstreamError, RebuildRequired, UnsupportedSQLError
 from duckstream.history import FIRST_BUILD, ICEBERG_PROPERTY, Entry, phase_list
@@ -72,6 +75,7 @@ from duckstream.plan import (
     StopUnless,
 )
 from duckstream.refresh import Phase, Policy, RefreshReport, check_strategy
+from duckstream.sinks.bag import APPENDS_REMOVE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -110,11 +114,34 @@ class Run:
     values: dict[str, str] = field(default_factory=dict)
     logs: dict[str, TableLog] | None = None
     appends: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    positional: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     unchanged: dict[str, str] = field(default_factory=dict)  # changes view -> table
     changes_of: dict[str, str] = field(default_factory=dict)  # changes view -> table
     view: str | None = None  # the view a refresh maintains, and the bytes of its data files
     view_bytes: int = 0
     entry: Callable[[], Entry] | None = None  # the history entry its commit carries
+    pending: dict[str, CreateTemp] = field(default_factory=dict)  # temp views not made yet
+
+    def create_read(self, spark: SparkSession, text: str) -> None:
+        """Create the pending temp views ``text`` reads (and those they read), first. A
+        temp view is made when a statement first reads it, not where the plan lists it:
+        creating one costs Spark an analysis of its query (0.1 s for a view's delta), and
+        a statement chosen at run time may read none (a view that only grows inserts the
+        window's rows without the netted delta: :attr:`CommitWith.appends_only`)."""
+        for name in [n for n in self.pending if re.search(rf"\b{re.escape(n)}\b", text)]:
+            step = self.pending.pop(name, None)
+            if step is None:  # made already, as another pending view read it
+                continue
+            (statement,) = render(step)
+            statement = self.substitute(statement)
+            self.create_read(spark, statement)
+            spark.sql(statement)
+
+    def appends_only(self) -> bool:
+        """Whether the pinned window holds appends only: every changed source is read by
+        the incremental append scan."""
+        changed = [v for v in self.changes_of if v not in self.unchanged]
+        return bool(changed) and all(v in self.appends for v in changed)
 
     def substitute(self, text: str) -> str:
         def value(match: re.Match[str]) -> str:
@@ -152,6 +179,7 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         pinned = pin(spec, run.logs)
         run.values.update(pinned.values)
         run.appends, run.unchanged = pinned.appends, pinned.unchanged
+        run.positional = pinned.positional
         run.changes_of = {s.changes_view: s.table for s in spec.sources}
         view = run.logs[spec.view]
         run.view = spec.view
@@ -164,11 +192,18 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
     if isinstance(step, Sql) and step.creates is not None and step.creates.name in run.appends:
         register_appends(spark, step.creates.name, *run.appends[step.creates.name])
         return True
+    if isinstance(step, Sql) and step.creates is not None and step.creates.name in run.positional:
+        register_positional(spark, step.creates.name, *run.positional[step.creates.name])
+        return True
     if isinstance(step, Sql) and step.creates is not None and step.creates.name in run.unchanged:
         register_no_changes(spark, step.creates.name, run.unchanged[step.creates.name])
         return True
+    if isinstance(step, CreateTemp):
+        run.pending[step.table.name] = step
+        return True
     if isinstance(step, PinSnapshot | PinWindow | SetValues):
         sql = run.substitute(value_query(step))
+        run.create_read(spark, sql)
         rows = spark.sql(sql).collect()
         if len(rows) != 1:
             raise DuckstreamError(f"a value query returned {len(rows)} rows, not 1:\n{sql}")
@@ -177,13 +212,26 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         properties = {k: run.substitute(v) for k, v in step.properties}
         if run.entry is not None:
             properties[ICEBERG_PROPERTY] = run.entry().to_json()
+        if step.appends_only is not None and run.appends_only():
+            insert = run.substitute(step.appends_only)
+            run.create_read(spark, insert)
+            try:
+                sql_with_commit_properties(spark, insert, properties)
+                return True
+            except Exception as error:  # nothing written: the general statement applies it
+                if APPENDS_REMOVE not in str(error):
+                    raise
         if run.view is not None:  # a refresh's MERGE into the view
             spark.conf.set(GROUP_FILTER, str(run.view_bytes > SMALL_VIEW_BYTES).lower())
-        sql_with_commit_properties(spark, run.substitute(step.statement), properties)
+        statement = run.substitute(step.statement)
+        run.create_read(spark, statement)
+        sql_with_commit_properties(spark, statement, properties)
     else:
         for statement in render(step):
+            statement = run.substitute(statement)
+            run.create_read(spark, statement)
             # a SELECT only runs when collected (checks raise errors)
-            spark.sql(run.substitute(statement)).collect()
+            spark.sql(statement).collect()
     return True
 
 

@@ -11,13 +11,17 @@ estimate (:mod:`.estimate`):
 * each source's end snapshot is its current one, its cursor the view's
   ``duckstream.cursor.<source>`` snapshot property (as the SQL reads them);
 * the window check: the cursor must be an ancestor of the current snapshot and the schema
-  must be the one the cursor snapshot was written with; a source with delete files
-  (merge-on-read) in the window needs a rebuild too, since Iceberg's changelog refuses them
-  (the SQL finds that when the changelog is read);
+  must be the one the cursor snapshot was written with; a source with equality delete
+  files in the window needs a rebuild too (the plan's SQL, reading Iceberg's changelog,
+  fails on any delete file: the runner reads those windows by position, below);
 * a window whose snapshots are all appends (compactions, ``replace``, change no row) is read
   with Iceberg's incremental append scan (:func:`register_appends`): the rows the window's
   snapshots added, read from their new data files alone, where the changelog view plans a
-  scan of every snapshot's added and removed files and pairs off carry-over rows.
+  scan of every snapshot's added and removed files and pairs off carry-over rows;
+* a window of a table with delete files (merge-on-read deletes, updates, merges), which
+  Iceberg's changelog refuses, is read by position (:func:`register_positional`): the rows
+  of the added data files, and the rows of the data files that lost some whose position is
+  gone at the end snapshot. Equality delete files name no position: a rebuild.
 
 A source that was never written has no snapshot to pin: before a fill pins its snapshots
 (``initialize_cursors``), :func:`give_first_snapshots` commits an empty append to each such
@@ -28,7 +32,7 @@ start from.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -44,7 +48,7 @@ REBUILD = "duckstream: rebuild required: "
 # Snapshot operations the incremental append scan reads completely: it reads ``append``
 # snapshots and skips the rest, right for compactions (``replace``: no row changes), wrong for
 # ``overwrite`` and ``delete``.
-_APPENDS = {"append", "replace"}
+APPENDS = {"append", "replace"}
 FIRST_SNAPSHOT = "duckstream.first-snapshot"
 
 
@@ -158,6 +162,8 @@ class Pinned:
     values: dict[str, str]
     appends: dict[str, tuple[str, int, int]]  # changes view -> (table, cursor, end)
     unchanged: dict[str, str]  # changes view -> table
+    # changes view -> (table, cursor, end): windows with delete files (merge-on-read)
+    positional: dict[str, tuple[str, int, int]] = field(default_factory=dict)
 
 
 def java_table(spark: SparkSession, name: str) -> Any:
@@ -245,13 +251,20 @@ def rebuild_reason(view: str, source: str, logs: dict[str, TableLog]) -> str | N
     written = log.snapshots[int(cursor)].schema_id
     if written is not None and written != log.schema_id:
         return f"the schema of {source} changed"
-    if any(s.count("total-delete-files") for s in window if s.operation != "replace"):
+    if any(s.count("added-equality-delete-files") for s in window):
         return (
-            f"{source} has delete files (merge-on-read), which Iceberg's changelog cannot"
-            " read; keep sources copy-on-write (write.delete.mode, write.update.mode,"
-            " write.merge.mode)"
+            f"{source} has equality delete files in the window, which say which rows they"
+            " delete only by value: read them by a rebuild"
         )
     return None
+
+
+def has_delete_files(log: TableLog, cursor: int) -> bool:
+    """Whether the table holds delete files (merge-on-read) at ``cursor`` or after it up to
+    its current snapshot: Iceberg's changelog then refuses the window (also one that only
+    removes the data files they apply to), and :func:`register_positional` reads it."""
+    window = [*(log.since(cursor) or []), log.snapshots.get(cursor)]
+    return any(s.count("total-delete-files") for s in window if s is not None)
 
 
 def pin(spec: WindowPin, logs: dict[str, TableLog]) -> Pinned:
@@ -260,6 +273,7 @@ def pin(spec: WindowPin, logs: dict[str, TableLog]) -> Pinned:
     values: dict[str, str] = {}
     appends: dict[str, tuple[str, int, int]] = {}
     unchanged: dict[str, str] = {}
+    positional: dict[str, tuple[str, int, int]] = {}
     latest = logs[spec.view].latest_data_snapshot()
     summary = latest.summary if latest else {}
     any_changed = False
@@ -278,10 +292,12 @@ def pin(spec: WindowPin, logs: dict[str, TableLog]) -> Pinned:
         window = log.since(cursor) or []
         if not changed:
             unchanged[source.changes_view] = source.table
-        elif all(s.operation in _APPENDS for s in window):
+        elif all(s.operation in APPENDS for s in window):
             appends[source.changes_view] = (source.table, cursor, end)
+        elif has_delete_files(log, cursor):
+            positional[source.changes_view] = (source.table, cursor, end)
     values[f"{spec.prefix}changed"] = str(any_changed).lower()
-    return Pinned(values, appends, unchanged)
+    return Pinned(values, appends, unchanged, positional)
 
 
 def register_appends(spark: SparkSession, view: str, table: str, cursor: int, end: int) -> None:
@@ -303,6 +319,85 @@ def register_appends(spark: SparkSession, view: str, table: str, cursor: int, en
         F.lit(0).alias("_change_ordinal"),
         F.lit(end).cast("bigint").alias("_commit_snapshot_id"),
     ).createOrReplaceTempView(view)
+
+
+def _files(spark: SparkSession, table: str, cursor: int, end: int) -> tuple[list[str], list[str]]:
+    """The data files ``table``'s snapshots after ``cursor`` up to ``end`` added, and those
+    live at ``cursor`` that lost rows in them (removed, or given position deletes: each of
+    Spark's delete files names its one data file, in its ``file_path`` bounds)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    java = java_table(spark, table)
+    io = java.io()
+    path_id = jvm.org.apache.iceberg.MetadataColumns.DELETE_FILE_PATH.fieldId()
+    strings = jvm.org.apache.iceberg.types.Types.StringType.get()
+    convert = jvm.org.apache.iceberg.types.Conversions
+    added: list[str] = []
+    touched: list[str] = []
+    at = end
+    while at != cursor:
+        snapshot = java.snapshot(at)
+        if snapshot is None:
+            raise RebuildRequired(f"{REBUILD}the window of {table} is no longer in its history")
+        for file in snapshot.addedDataFiles(io):
+            added.append(str(file.location()))
+        for file in snapshot.removedDataFiles(io):
+            touched.append(str(file.location()))
+        for file in snapshot.addedDeleteFiles(io):
+            if file.content().toString() != "POSITION_DELETES":
+                raise RebuildRequired(f"{REBUILD}{table} has equality delete files in the window")
+            referenced = file.referencedDataFile()
+            if referenced is None:
+                low, high = file.lowerBounds(), file.upperBounds()
+                low = low.get(path_id) if low is not None else None
+                high = high.get(path_id) if high is not None else None
+                first = str(convert.fromByteBuffer(strings, low)) if low is not None else None
+                last = str(convert.fromByteBuffer(strings, high)) if high is not None else None
+                if first is None or first != last:
+                    raise RebuildRequired(
+                        f"{REBUILD}a delete file of {table} covers several data files"
+                    )
+                referenced = first
+            touched.append(str(referenced))
+        at = snapshot.parentId()
+    return sorted(set(added)), sorted(set(touched))
+
+
+def register_positional(spark: SparkSession, view: str, table: str, cursor: int, end: int) -> None:
+    """Read the rows ``table``'s snapshots after ``cursor`` up to ``end`` inserted and
+    deleted into the temp view ``view`` (shaped as :func:`register_appends`' view), where
+    the window holds delete files (merge-on-read), which Iceberg's changelog refuses:
+
+    * inserted: the rows, at ``end``, of the data files the window added;
+    * deleted: the rows, at ``cursor``, of the data files that lost rows in the window
+      (removed, or given position deletes: :func:`_files`) whose position (``_file``,
+      ``_pos``) is gone at ``end``. A data file never changes, and a position delete
+      removes one position of it: those rows alone, without the carry-over rows a
+      copy-on-write rewrite makes.
+
+    An update is a deletion and an insertion (its new row is in an added file). Reads the
+    touched data files twice, and no other."""
+    from pyspark.sql import functions as F
+
+    added, touched = _files(spark, table, cursor, end)
+    name = exp.to_table(table).sql(DIALECT)
+    columns = spark.read.table(name).columns
+
+    def at(snapshot: int) -> Any:
+        return spark.sql(f"SELECT *, _file, _pos FROM {name} VERSION AS OF {snapshot}")
+
+    def shaped(rows: Any, change: str) -> Any:
+        return rows.select(
+            *columns,
+            F.lit(change).alias("_change_type"),
+            F.lit(0).alias("_change_ordinal"),
+            F.lit(end).cast("bigint").alias("_commit_snapshot_id"),
+        )
+
+    inserted = at(end).where(F.col("_file").isin(added))
+    kept = at(end).where(F.col("_file").isin(touched)).select("_file", "_pos")
+    gone = at(cursor).where(F.col("_file").isin(touched)).join(kept, ["_file", "_pos"], "left_anti")
+    shaped(inserted, "INSERT").unionByName(shaped(gone, "DELETE")).createOrReplaceTempView(view)
 
 
 def register_no_changes(spark: SparkSession, view: str, table: str) -> None:
