@@ -16,6 +16,7 @@ from duckstream.engines import engine_for
 from duckstream.engines.base import Engine, Source, Target, Version
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.normalize import normalize_forms
+from duckstream.normalize.pin_clock import at_clock, clock_kind
 from duckstream.plan import (
     PROTOCOL,
     Applied,
@@ -32,9 +33,10 @@ from duckstream.reads import source_reads
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
-from duckstream.tree.base import Context, aliased, key_semijoins
+from duckstream.tree.base import Context, aliased, conjuncts, key_semijoins
 from duckstream.tree.build import split_select
 from duckstream.tree.columns import table_key, used_columns
+from duckstream.tree.temporal_filter import is_temporal_filter
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -122,6 +124,9 @@ def _compile(
     recomputed = recompute if recompute != select else None  # the tree's form is the view's
     select = engine.pin_types(select, schema)
     engine.check_view(parsed, select, schema)
+    target = Target(mv_catalog, mv_schema, naming.mv_table(), naming.cursors_table())
+    engine.bind(target, [])  # the clock's run-time values are the view's
+    select, recomputed = _read_clock(engine, select, recomputed)
     found: dict[str, Source] = {}
     references: dict[PlanSource, None] = {}
 
@@ -137,7 +142,6 @@ def _compile(
 
     ctx = Context(engine=engine)
     parts = split_select(select, ctx, resolve)
-    target = Target(mv_catalog, mv_schema, naming.mv_table(), naming.cursors_table())
     engine.bind(target, list(found.values()))
     if any(s.fqn == target.fqn for s in found.values()):
         raise UnsupportedSQLError("self_reference", f"the view reads its own table {target.fqn}")
@@ -196,7 +200,7 @@ def _compile(
     by_name = {s.fqn: s for s in found.values()}
     sources_read = list(found.values())
     return IVMPlan(
-        view_sql=engine.sql(select),
+        view_sql=engine.sql(at_clock(select, lambda kind: engine.clock(Version.NEW, kind))),
         create_cursors_table=rendered["create_cursors_table"][0],
         create_mv=rendered["create_mv"][0],
         initialize_cursors=rendered["initialize_cursors"],
@@ -212,6 +216,40 @@ def _compile(
         maintain_reads=source_reads(maintain, sources_read, lambda n: engine.changed(by_name[n])),
         rebuild_reads=source_reads(inserts, sources_read, lambda _: None),
     )
+
+
+def _read_clock(
+    engine: Engine, select: exp.Select, recompute: exp.Query | None
+) -> tuple[exp.Select, exp.Query | None]:
+    """The view's clock (:mod:`duckstream.normalize.pin_clock`) as the engine reads it: the
+    marks of the temporal filters (WHERE conjuncts, :func:`~duckstream.tree.temporal_filter.
+    is_temporal_filter`) stay, for their operator to read at either clock; every other is
+    the refresh's clock, and the refresh rebuilds the view when that value moved
+    (:meth:`Engine.read_clock`). The recomputation reads the refresh's clock throughout."""
+    kept: set[int] = set()
+    for query in select.find_all(exp.Select):
+        where = query.args.get("where")
+        for condition in conjuncts(where.this if where is not None else None):
+            if is_temporal_filter(condition):
+                kept.update(id(n) for n in condition.find_all(exp.Anonymous))
+    filters, rebuilds = set(), set()
+    for node in list(select.find_all(exp.Anonymous)):
+        kind = clock_kind(node)
+        if kind is None:
+            continue
+        if id(node) in kept:
+            filters.add(kind)
+        else:
+            rebuilds.add(kind)
+            if node is select:
+                raise AssertionError("a view is a SELECT")
+            node.replace(engine.clock(Version.NEW, kind))
+    engine.read_clock(frozenset(filters), frozenset(rebuilds))
+    if recompute is not None and (filters or rebuilds):
+        recomputed = at_clock(recompute, lambda kind: engine.clock(Version.NEW, kind))
+        assert isinstance(recomputed, exp.Query)
+        recompute = recomputed
+    return select, recompute
 
 
 def _fill_view(

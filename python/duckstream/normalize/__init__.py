@@ -17,6 +17,7 @@ from duckstream.normalize.expand_grouping_sets import expand_grouping_sets
 from duckstream.normalize.factor_disjunctions import factor_disjunctions
 from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.isolate_windows import isolate_windows
+from duckstream.normalize.pin_clock import pin_clock
 from duckstream.normalize.qualify_view import qualify_view
 from duckstream.normalize.rewrite_distinct_on import rewrite_distinct_on
 from duckstream.normalize.rewrite_filtered_aggregates import rewrite_filtered_aggregates
@@ -64,6 +65,8 @@ def normalize_forms(
     isolated; unions not rewritten). The same rows, and the engine plans it as the user's
     query: an ``EXISTS`` as a semi-join rather than a join to a ``DISTINCT`` of the whole
     subquery, a correlated aggregate over the outer keys alone (TPC-H Q4, Q17, Q21)."""
+    # the time functions as the refresh's clock: not refused as volatile
+    expression = pin_clock(expression)
     validate(expression, has_schema=columns is not None)
     expression = inline_ctes(expression)
     expression = drop_order(expression)
