@@ -97,9 +97,11 @@ class WindowSpec:
 NOW_VARIABLE = "duckstream_now"
 NOW = f"coalesce(CAST(getvariable({_lit(NOW_VARIABLE)}) AS TIMESTAMPTZ), now())"
 
-# Each clock value of a view as a function of the clock (SQL, ``{}``: a TIMESTAMPTZ).
+# Each clock value of a view as a function of the clock (SQL, ``{}``: a TIMESTAMPTZ; cast
+# even so: a statement bound before the window is pinned, e.g. the CREATE of the view's
+# table, reads it as NULL, of no type).
 CLOCK_VALUES = {
-    "current_timestamp": "{}",
+    "current_timestamp": "CAST({} AS TIMESTAMPTZ)",
     "current_date": "CAST({} AS DATE)",
     "localtimestamp": "CAST({} AS TIMESTAMP)",
 }
