@@ -22,7 +22,7 @@ from sqlglot import parse_one
 
 from duckstream.compiler import compile_ivm
 from duckstream.errors import RebuildRequired, UnsupportedSQLError
-from duckstream.normalize.pin_clock import pin_clock
+from duckstream.normalize.pin_clock import is_temporal_filter, pin_clock
 from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import (
     Column,
@@ -35,7 +35,6 @@ from duckstream.testing.differential import (
     tables_schema,
 )
 from duckstream.testing.ducklake import connect_ducklake
-from duckstream.tree.temporal_filter import is_temporal_filter
 
 START = datetime.datetime(2026, 1, 10, 12, 0, tzinfo=datetime.UTC)
 
@@ -62,6 +61,8 @@ TEMPORAL = {
     " WHERE d > {today} - INTERVAL 5 DAY GROUP BY k % 3",
     "joined": "SELECT e.k, u.name, e.d FROM events AS e JOIN users AS u ON e.k = u.k"
     " WHERE e.d >= {today} - 4",
+    "in_on": "SELECT e.k, u.name FROM users AS u LEFT JOIN events AS e ON e.k = u.k"
+    " JOIN users AS w ON w.k = u.k AND e.ts >= {now} - INTERVAL 3 DAY",
     "derived": "SELECT x.k, count(*) AS n FROM (SELECT k, v FROM events"
     " WHERE d > {today} - 10) AS x GROUP BY x.k",
     "truncated": "SELECT k FROM events WHERE d >= date_trunc('month', {today})",
@@ -72,6 +73,8 @@ REBUILT = {
     "age": "SELECT k, {today} - d AS age FROM events WHERE v > 0",
     "or": "SELECT k FROM events WHERE d > {today} OR v = 1",
     "aggregate": "SELECT max(d) = {today} AS latest_is_today FROM events",
+    "in_on_before_full": "SELECT e.k, u.name FROM events AS e JOIN users AS u"
+    " ON e.k = u.k AND e.d < {today} FULL JOIN users AS w ON w.k = e.k + 1",
 }
 
 

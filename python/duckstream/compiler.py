@@ -16,7 +16,7 @@ from duckstream.engines import engine_for
 from duckstream.engines.base import Engine, Source, Target, Version
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.normalize import normalize_forms
-from duckstream.normalize.pin_clock import at_clock, clock_kind
+from duckstream.normalize.pin_clock import at_clock, clock_kind, is_temporal_filter
 from duckstream.plan import (
     PROTOCOL,
     Applied,
@@ -36,7 +36,6 @@ from duckstream.sinks.grouped import GroupedSink
 from duckstream.tree.base import Context, aliased, conjuncts, key_semijoins
 from duckstream.tree.build import split_select
 from duckstream.tree.columns import table_key, used_columns
-from duckstream.tree.temporal_filter import is_temporal_filter
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -23,6 +23,7 @@ from duckstream.normalize.rewrite_distinct_on import rewrite_distinct_on
 from duckstream.normalize.rewrite_filtered_aggregates import rewrite_filtered_aggregates
 from duckstream.normalize.rewrite_top_k import rewrite_top_k
 from duckstream.normalize.rewrite_union import rewrite_union
+from duckstream.normalize.temporal_filters_to_where import temporal_filters_to_where
 from duckstream.normalize.validate import check_subqueries, validate
 from duckstream.normalize.wrap_set_operation import wrap_set_operation
 
@@ -67,6 +68,7 @@ def normalize_forms(
     subquery, a correlated aggregate over the outer keys alone (TPC-H Q4, Q17, Q21)."""
     # the time functions as the refresh's clock: not refused as volatile
     expression = pin_clock(expression)
+    expression = temporal_filters_to_where(expression)
     validate(expression, has_schema=columns is not None)
     expression = inline_ctes(expression)
     expression = drop_order(expression)

@@ -105,3 +105,96 @@ def at_clock(
         return node if kind is None else value(kind)
 
     return expression.transform(replace, copy=copy)
+
+
+# -- temporal filters: what tree.temporal_filter maintains as the clock moves ----------------
+
+_COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ)
+_SHIFTS = (exp.DateAdd, exp.DateSub, exp.TsOrDsAdd, exp.TimestampAdd, exp.TimestampSub)
+_TRUNCATIONS = (exp.DateTrunc, exp.TimestampTrunc, exp.TimeStrToDate)
+
+
+def _constant(node: exp.Expr | None) -> bool:
+    """A value the same for every row and every clock: no column, clock, query or function
+    beyond arithmetic on literals and intervals."""
+    if node is None:
+        return True
+    allowed = (exp.Literal, exp.Interval, exp.Var, exp.Paren, exp.Neg, exp.Cast, exp.DataType)
+    allowed += (exp.Add, exp.Sub, exp.Mul, exp.Identifier)
+    return all(isinstance(n, allowed) for n in node.walk()) and not node.find(exp.Column)
+
+
+def monotone_in_clock(node: exp.Expr) -> bool:
+    """Whether ``node`` is a non-decreasing function of the clock alone: a mark, shifted by
+    constants (``+``, ``-`` a constant, ``date_add``...), cast, truncated to a unit.
+
+    >>> from sqlglot import parse_one
+    >>> from duckstream.normalize.pin_clock import pin_clock
+    >>> monotone_in_clock(pin_clock(parse_one("now() - INTERVAL 7 DAY")))
+    True
+    >>> monotone_in_clock(pin_clock(parse_one("7 - current_date")))  # decreasing
+    False
+    """
+    if clock_kind(node) is not None:
+        return True
+    if isinstance(node, exp.Paren | exp.Cast | exp.TryCast):
+        return monotone_in_clock(node.this)
+    if isinstance(node, exp.Add):
+        left, right = node.this, node.expression
+        return (monotone_in_clock(left) and _constant(right)) or (
+            monotone_in_clock(right) and _constant(left)
+        )
+    if isinstance(node, exp.Sub):
+        return monotone_in_clock(node.this) and _constant(node.expression)
+    if isinstance(node, _SHIFTS):
+        others = [v for k, v in node.args.items() if k != "this"]
+        return monotone_in_clock(node.this) and all(
+            _constant(v) for v in others if isinstance(v, exp.Expr)
+        )
+    if isinstance(node, _TRUNCATIONS):
+        others = [v for k, v in node.args.items() if k != "this"]
+        return monotone_in_clock(node.this) and all(
+            _constant(v) for v in others if isinstance(v, exp.Expr)
+        )
+    return False
+
+
+def _row_side(node: exp.Expr) -> bool:
+    """An expression of the row alone: columns, no clock, query, aggregate or window."""
+    return (
+        not clock_kinds(node)
+        and node.find(exp.Query, exp.AggFunc, exp.Window) is None
+        and node.find(exp.Column) is not None
+    )
+
+
+def is_temporal_filter(condition: exp.Expr) -> bool:
+    """Whether the conjunct ``condition`` compares the row with a monotone expression of
+    the clock (``<``, ``<=``, ``>``, ``>=``, ``=``, ``BETWEEN``): a :class:`TemporalFilter`.
+
+    >>> from sqlglot import parse_one
+    >>> from duckstream.normalize.pin_clock import pin_clock
+    >>> def temporal(sql):
+    ...     return is_temporal_filter(pin_clock(parse_one(sql)))
+    >>> temporal("t.ts > now() - INTERVAL '7 days'"), temporal("current_date >= t.d")
+    (True, True)
+    >>> temporal("t.d BETWEEN current_date - 7 AND current_date")
+    True
+    >>> temporal("t.d + 7 > current_date OR t.x")  # not a comparison: a rebuild when it moves
+    False
+    """
+    while isinstance(condition, exp.Paren):
+        condition = condition.this
+    if isinstance(condition, exp.Between):
+        bounds = [condition.args.get("low"), condition.args.get("high")]
+        return (
+            _row_side(condition.this)
+            and all(b is not None and (monotone_in_clock(b) or _constant(b)) for b in bounds)
+            and any(b is not None and clock_kinds(b) for b in bounds)
+        )
+    if not isinstance(condition, _COMPARISONS):
+        return False
+    left, right = condition.this, condition.expression
+    return (_row_side(left) and monotone_in_clock(right)) or (
+        _row_side(right) and monotone_in_clock(left)
+    )
