@@ -127,7 +127,10 @@ class Engine(ABC):
 
     @abstractmethod
     def changed(self, source: Source) -> exp.Expr:
-        """A boolean, constant during one refresh: did ``source`` change in the window?"""
+        """A boolean, constant during one refresh: did ``source`` change in the window? (Or,
+        in a view with temporal filters, did the clock move: the rows of a source that
+        crossed a boundary are changes of any operator above it.) A guard: true when
+        nothing changed costs a read, never a wrong row."""
 
     @abstractmethod
     def any_changed(self) -> exp.Expr:

@@ -138,7 +138,10 @@ class DuckLakeEngine(Engine):
         return self._window_value(f"cursor_{source.index}")
 
     def changed(self, source: Source) -> exp.Expr:
-        return self._window_value(f"changed_{source.index}")
+        changed = self._window_value(f"changed_{source.index}")
+        if self.clock_filters:  # a temporal filter over the source changes as the clock moves
+            return exp.paren(exp.or_(changed, self.clock_moved()))
+        return changed
 
     # -- the clock: fields of the window (``clock``, ``clock_old``, ``clock_moved``) ---------
     def read_clock(self, filters: frozenset[str], rebuilds: frozenset[str]) -> None:
