@@ -68,6 +68,10 @@ TEMPORAL = {
     " WHERE d > {today} - 10) AS x GROUP BY x.k",
     "truncated": "SELECT k FROM events WHERE d >= date_trunc('month', {today})",
     "distinct": "SELECT DISTINCT v FROM events WHERE d < {today}",
+    "exists": "SELECT u.k, u.name FROM users AS u WHERE EXISTS (SELECT 1 FROM events AS e"
+    " WHERE e.k = u.k AND e.d >= {today} - 3)",
+    "window": "SELECT k, d, rank() OVER (PARTITION BY v ORDER BY d, k) AS r FROM events"
+    " WHERE d > {today} - 6",
 }
 # the clock outside a temporal filter: a rebuild when its value moved
 REBUILT = {
