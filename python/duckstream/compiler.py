@@ -221,8 +221,9 @@ def _read_clock(
     engine: Engine, select: exp.Select, recompute: exp.Query | None
 ) -> tuple[exp.Select, exp.Query | None]:
     """The view's clock (:mod:`duckstream.normalize.pin_clock`) as the engine reads it: the
-    marks of the temporal filters (WHERE conjuncts, :func:`~duckstream.tree.temporal_filter.
-    is_temporal_filter`) stay, for their operator to read at either clock; every other is
+    marks of the temporal filters (WHERE conjuncts, :func:`~duckstream.normalize.pin_clock.
+    is_temporal_filter`) stay, for their operator (:mod:`duckstream.tree.temporal_filter`)
+    to read at either clock; every other is
     the refresh's clock, and the refresh rebuilds the view when that value moved
     (:meth:`Engine.read_clock`). The recomputation reads the refresh's clock throughout."""
     kept: set[int] = set()
@@ -240,8 +241,6 @@ def _read_clock(
             filters.add(kind)
         else:
             rebuilds.add(kind)
-            if node is select:
-                raise AssertionError("a view is a SELECT")
             node.replace(engine.clock(Version.NEW, kind))
     engine.read_clock(frozenset(filters), frozenset(rebuilds))
     if recompute is not None and (filters or rebuilds):
