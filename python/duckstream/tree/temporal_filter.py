@@ -37,12 +37,6 @@ from duckstream.normalize.pin_clock import at_clock
 from duckstream.tree.base import Block, Context, Term
 
 
-def _is_true(predicate: exp.Expr) -> exp.Expr:
-    """``predicate IS TRUE``, spelled so every engine reads it: a NULL comparison keeps no
-    row, as in WHERE."""
-    return exp.func("coalesce", exp.paren(predicate), exp.false())
-
-
 @dataclass
 class TemporalFilter(Block):
     input: Block
@@ -68,6 +62,10 @@ class TemporalFilter(Block):
                 mult: exp.Expr = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
                 if term.mult is not None:
                     mult = exp.Mul(this=exp.paren(term.multiplicity()), expression=mult)
-                crossing = term.filtered(_is_true(into), exp.not_(_is_true(out_of)))
+                # ``into AND NOT out_of`` as written, which the engine pushes into the scan
+                # (a range of the compared column): a temporal filter is NULL at one clock
+                # exactly when at the other (only its row side can be NULL), so where
+                # ``into`` is TRUE, ``out_of`` is TRUE or FALSE
+                crossing = term.filtered(into, exp.not_(exp.paren(out_of)))
                 crossed.append(replace(crossing, mult=mult, guards=(*term.guards, moved)))
         return own + crossed
