@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections import Counter
 
+import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlglot import parse_one
+from sqlglot import exp, parse_one
 
 from duckstream.compiler import compile_ivm
+from duckstream.engines.base import Source, Target, Version
+from duckstream.engines.ducklake.engine import DuckLakeEngine
 from duckstream.errors import RebuildRequired, UnsupportedSQLError
+from duckstream.normalize import normalize
 from duckstream.normalize.pin_clock import is_temporal_filter, pin_clock
 from duckstream.refresh import Policy
 from duckstream.runtime import refresh, setup
@@ -36,6 +41,8 @@ from duckstream.testing.differential import (
     tables_schema,
 )
 from duckstream.testing.ducklake import connect_ducklake
+from duckstream.tree.base import Context
+from duckstream.tree.build import build_relation
 
 START = datetime.datetime(2026, 1, 10, 12, 0, tzinfo=datetime.UTC)
 
@@ -398,3 +405,106 @@ def test_property_random_windows_and_clocks(
             _check(harness, plan, template, clock, f"after refresh {n}")
     finally:
         con.close()
+
+
+# -- the operator's delta rule against its definition, on plain tables --------------------
+
+
+class _PlainClock(DuckLakeEngine):
+    """States and changes are the tables ``old_events``, ``new_events``, ``delta_events``;
+    the clock is ``old`` / ``new`` (dates), set per case."""
+
+    old = new = datetime.date(2026, 1, 1)
+
+    def state(self, source, version):
+        prefix = "old" if version is Version.OLD else "new"
+        return exp.select("*").from_(f"{prefix}_{source.name}")
+
+    def changes(self, source):
+        return exp.select("*").from_(f"delta_{source.name}")
+
+    def changed(self, source):
+        return exp.true()
+
+    def clock(self, version, kind):
+        day = self.old if version is Version.OLD else self.new
+        return exp.cast(exp.cast(exp.Literal.string(f"{day} 12:00:00+00"), "timestamptz"), "date")
+
+    def clock_moved(self):
+        return exp.true()
+
+
+OPERATOR_VIEWS = [
+    "SELECT k, d FROM events WHERE d >= current_date - 3 AND d <= current_date",
+    "SELECT v, count(*) AS n FROM events WHERE d > current_date - 2 GROUP BY v",
+    "SELECT DISTINCT v FROM events WHERE d BETWEEN current_date - 1 AND current_date + 1",
+    "SELECT k FROM events WHERE current_date = d AND v > 0",
+]
+
+
+@settings(max_examples=EXAMPLES * 4, deadline=None)
+@given(
+    view=st.sampled_from(OPERATOR_VIEWS),
+    old_rows=st.lists(
+        st.tuples(st.integers(0, 5), st.one_of(st.none(), st.integers(0, 12)), st.integers(0, 2)),
+        max_size=8,
+    ),
+    kept=st.lists(st.booleans(), min_size=8, max_size=8),
+    inserted=st.lists(
+        st.tuples(st.integers(0, 5), st.one_of(st.none(), st.integers(0, 12)), st.integers(0, 2)),
+        max_size=4,
+    ),
+    clocks=st.tuples(st.integers(0, 12), st.integers(0, 12)),
+)
+def test_the_temporal_filter_delta_rule_against_its_definition(
+    view, old_rows, kept, inserted, clocks
+):
+    """``Q.delta`` = ``Q(new rows at the new clock) - Q(old rows at the old clock)``, the
+    right side the view itself with the clock a literal, run by DuckDB."""
+    first = datetime.date(2026, 1, 1)
+
+    def dated(rows_):
+        return [
+            (k, None if d is None else first + datetime.timedelta(days=d), v) for k, d, v in rows_
+        ]
+
+    old, added = dated(old_rows), dated(inserted)
+    new = [r for r, keep in zip(old, kept, strict=False) if keep] + added
+    gone = [r for r, keep in zip(old, kept, strict=False) if not keep]
+    old_clock, new_clock = (first + datetime.timedelta(days=c) for c in clocks)
+    select = normalize(
+        parse_one(view, dialect="duckdb"), dialect="duckdb", catalog="dl", schema="main"
+    )
+    engine = _PlainClock()
+    engine.old, engine.new = old_clock, new_clock
+    found = {}
+
+    def resolve(table):
+        return found.setdefault(table.name, Source(table.catalog, table.db, table.name, len(found)))
+
+    ctx = Context(engine=engine)
+    relation = build_relation(select, ctx, resolve)
+    engine.bind(Target("dl", "main", "mv", "_ivm_cursors"), list(found.values()))
+    con = duckdb.connect()
+    try:
+        for name, rows_ in (("old", old), ("new", new)):
+            con.execute(f"CREATE TABLE {name}_events (k INTEGER, d DATE, v INTEGER)")
+            if rows_:
+                con.executemany(f"INSERT INTO {name}_events VALUES (?, ?, ?)", rows_)
+        con.execute("CREATE TABLE delta_events (k INTEGER, d DATE, v INTEGER, _ivm_mult BIGINT)")
+        feed = [(*r, 1) for r in added] + [(*r, -1) for r in gone]
+        if feed:
+            con.executemany("INSERT INTO delta_events VALUES (?, ?, ?, ?)", feed)
+        delta: Counter = Counter()
+        for *row, mult in con.execute(relation.delta(ctx).sql("duckdb")).fetchall():
+            delta[tuple(row)] += mult
+
+        def defined(table: str, day: datetime.date) -> Counter:
+            sql = view.replace("current_date", f"DATE '{day}'").replace("events", table)
+            return Counter(con.execute(sql).fetchall())
+
+        expected = defined("new_events", new_clock)
+        expected.subtract(defined("old_events", old_clock))
+    finally:
+        con.close()
+    assert {k: v for k, v in delta.items() if v} == {k: v for k, v in expected.items() if v}
