@@ -74,6 +74,17 @@ def change_batch(batch: int, orders: int = 40) -> list[tuple[str, str]]:
             " AND order_id <= 3000",
         ),
         (
+            "page views",  # now: they enter models/marts/recent_page_views' window
+            "INSERT INTO lake.raw.page_views SELECT"
+            f" {base} + i, 1 + (i * 31 + {batch}) % 300,"
+            " now()::TIMESTAMP - INTERVAL (i * 3) HOUR FROM range(8) t(i)",
+        ),
+        (
+            "page views forgotten",
+            f"DELETE FROM lake.raw.page_views WHERE view_id % 37 = {batch % 37}"
+            " AND view_id <= 1000",
+        ),
+        (
             "refunds",
             f"DELETE FROM lake.raw.payments WHERE payment_id % 89 = {batch % 89}"
             " AND payment_id <= 3000",

@@ -21,7 +21,8 @@ def _pick(values: list[str], expr: str) -> str:
 
 
 def setup_sources(con: duckdb.DuckDBPyConnection, scale: int = 1) -> None:
-    """(Re)create raw.customers, raw.products, raw.orders, raw.order_items, raw.payments."""
+    """(Re)create raw.customers, raw.products, raw.orders, raw.order_items, raw.payments,
+    raw.page_views."""
     customers, products, orders = 300 * scale, 60, 3000 * scale
     con.execute("CREATE SCHEMA IF NOT EXISTS lake.raw")
     con.execute(
@@ -64,6 +65,14 @@ def setup_sources(con: duckdb.DuckDBPyConnection, scale: int = 1) -> None:
         " FROM lake.raw.orders o JOIN lake.raw.order_items i ON i.order_id = o.order_id"
         " WHERE o.order_id % 10 <> 0 GROUP BY ALL"
     )
+    # page views of the last weeks, relative to the clock: models/marts/recent_page_views
+    # keeps the last 7 days of them (a temporal filter), whatever the day the tests run
+    con.execute(
+        "CREATE OR REPLACE TABLE lake.raw.page_views AS SELECT i::INTEGER AS view_id,"
+        f" (1 + (i * 17) % {customers})::INTEGER AS customer_id,"
+        " date_trunc('hour', now()::TIMESTAMP) - INTERVAL (i * 5) HOUR AS viewed_at"
+        f" FROM range(1, {100 * scale + 1}) t(i)"
+    )
 
 
 def main() -> None:
@@ -75,7 +84,7 @@ def main() -> None:
     setup_sources(con, args.scale)
     counts = {
         t: con.execute(f"SELECT count(*) FROM lake.raw.{t}").fetchone()[0]  # type: ignore[index]
-        for t in ["customers", "products", "orders", "order_items", "payments"]
+        for t in ["customers", "products", "orders", "order_items", "payments", "page_views"]
     }
     con.close()
     print("sources: " + ", ".join(f"{t} {n}" for t, n in counts.items()))

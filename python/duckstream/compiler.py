@@ -17,6 +17,7 @@ from duckstream.engines import engine_for
 from duckstream.engines.base import Engine, Source, Target, Version
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.normalize import normalize_forms
+from duckstream.normalize.pin_clock import at_clock, clock_kind, is_temporal_filter
 from duckstream.plan import (
     PROTOCOL,
     Applied,
@@ -33,7 +34,7 @@ from duckstream.reads import source_reads
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
-from duckstream.tree.base import Context, aliased, key_semijoins
+from duckstream.tree.base import Context, aliased, conjuncts, key_semijoins
 from duckstream.tree.build import split_select
 from duckstream.tree.columns import table_key, used_columns
 
@@ -146,7 +147,7 @@ def _compile(
     by_name = {s.fqn: s for s in found.values()}
     sources_read = list(found.values())
     return IVMPlan(
-        view_sql=engine.sql(select),
+        view_sql=engine.sql(at_clock(select, lambda kind: engine.clock(Version.NEW, kind))),
         create_cursors_table=rendered["create_cursors_table"][0],
         create_mv=rendered["create_mv"][0],
         initialize_cursors=rendered["initialize_cursors"],
@@ -203,6 +204,9 @@ def build_tree(
     recomputed = recompute if recompute != select else None  # the tree's form is the view's
     select = engine.pin_types(select, schema)
     engine.check_view(parsed, select, schema)
+    target = Target(mv_catalog, mv_schema, naming.mv_table(), naming.cursors_table())
+    engine.bind(target, [])  # the clock's run-time values are the view's
+    select, recomputed = _read_clock(engine, select, recomputed)
     found: dict[str, Source] = {}
     references: dict[PlanSource, None] = {}
 
@@ -218,7 +222,6 @@ def build_tree(
 
     ctx = Context(engine=engine)
     parts = split_select(select, ctx, resolve)
-    target = Target(mv_catalog, mv_schema, naming.mv_table(), naming.cursors_table())
     engine.bind(target, list(found.values()))
     if any(s.fqn == target.fqn for s in found.values()):
         raise UnsupportedSQLError("self_reference", f"the view reads its own table {target.fqn}")
@@ -245,6 +248,39 @@ def build_tree(
 
         sink = BagSink(ctx, Project(parts.block, parts.items, parts.names))
     return Tree(select, recomputed, found, references, ctx, target, sink)
+
+
+def _read_clock(
+    engine: Engine, select: exp.Select, recompute: exp.Query | None
+) -> tuple[exp.Select, exp.Query | None]:
+    """The view's clock (:mod:`duckstream.normalize.pin_clock`) as the engine reads it: the
+    marks of the temporal filters (WHERE conjuncts, :func:`~duckstream.normalize.pin_clock.
+    is_temporal_filter`) stay, for their operator (:mod:`duckstream.tree.temporal_filter`)
+    to read at either clock; every other is
+    the refresh's clock, and the refresh rebuilds the view when that value moved
+    (:meth:`Engine.read_clock`). The recomputation reads the refresh's clock throughout."""
+    kept: set[int] = set()
+    for query in select.find_all(exp.Select):
+        where = query.args.get("where")
+        for condition in conjuncts(where.this if where is not None else None):
+            if is_temporal_filter(condition):
+                kept.update(id(n) for n in condition.find_all(exp.Anonymous))
+    filters, rebuilds = set(), set()
+    for node in list(select.find_all(exp.Anonymous)):
+        kind = clock_kind(node)
+        if kind is None:
+            continue
+        if id(node) in kept:
+            filters.add(kind)
+        else:
+            rebuilds.add(kind)
+            node.replace(engine.clock(Version.NEW, kind))
+    engine.read_clock(frozenset(filters), frozenset(rebuilds))
+    if recompute is not None and (filters or rebuilds):
+        recomputed = at_clock(recompute, lambda kind: engine.clock(Version.NEW, kind))
+        assert isinstance(recomputed, exp.Query)
+        recompute = recomputed
+    return select, recompute
 
 
 def _fill_view(

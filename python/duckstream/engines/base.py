@@ -16,6 +16,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from duckstream.errors import UnsupportedSQLError
 from duckstream.plan import CreateTemp, Sql, Step
 
 
@@ -126,11 +127,41 @@ class Engine(ABC):
 
     @abstractmethod
     def changed(self, source: Source) -> exp.Expr:
-        """A boolean, constant during one refresh: did ``source`` change in the window?"""
+        """A boolean, constant during one refresh: did ``source`` change in the window? (Or,
+        in a view with temporal filters, did the clock move: the rows of a source that
+        crossed a boundary are changes of any operator above it.) A guard: true when
+        nothing changed costs a read, never a wrong row."""
 
     @abstractmethod
     def any_changed(self) -> exp.Expr:
         """A boolean, constant during one refresh: did any source change?"""
+
+    # -- the clock (normalize.pin_clock) ---------------------------------------------------
+    # The kinds of clock value the view reads (``current_date``...): in temporal filters
+    # (maintained as the clock moves: tree.temporal_filter) and elsewhere (a move rebuilds).
+    clock_filters: frozenset[str] = frozenset()
+    clock_rebuilds: frozenset[str] = frozenset()
+
+    def read_clock(self, filters: frozenset[str], rebuilds: frozenset[str]) -> None:
+        """Make the refreshes of the bound view read the clock, once each, and record it with
+        the cursors: the view reads the clock values ``filters`` in temporal filters and
+        ``rebuilds`` elsewhere (a refresh whose ``rebuilds`` moved since the last one
+        rebuilds the view, and says why)."""
+        if filters or rebuilds:
+            raise UnsupportedSQLError(
+                "time", f"the {self.dialect} engine does not read the clock (current_date, now())"
+            )
+
+    def clock(self, version: Version, kind: str) -> exp.Expr:
+        """The clock value ``kind`` (``current_date``, ``current_timestamp``,
+        ``localtimestamp``: normalize.pin_clock) of ``version``: the refresh's (NEW, CURRENT)
+        or the one the view was last refreshed at (OLD): a run-time constant."""
+        raise UnsupportedSQLError("time", f"the {self.dialect} engine does not read the clock")
+
+    def clock_moved(self) -> exp.Expr:
+        """A boolean, constant during one refresh: did a clock value of the view's temporal
+        filters move since the last refresh?"""
+        raise UnsupportedSQLError("time", f"the {self.dialect} engine does not read the clock")
 
     @abstractmethod
     def runtime_value(self, name: str) -> exp.Expr:

@@ -17,11 +17,13 @@ from duckstream.normalize.expand_grouping_sets import expand_grouping_sets
 from duckstream.normalize.factor_disjunctions import factor_disjunctions
 from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.isolate_windows import isolate_windows
+from duckstream.normalize.pin_clock import pin_clock
 from duckstream.normalize.qualify_view import qualify_view
 from duckstream.normalize.rewrite_distinct_on import rewrite_distinct_on
 from duckstream.normalize.rewrite_filtered_aggregates import rewrite_filtered_aggregates
 from duckstream.normalize.rewrite_top_k import rewrite_top_k
 from duckstream.normalize.rewrite_union import rewrite_union
+from duckstream.normalize.temporal_filters_to_where import temporal_filters_to_where
 from duckstream.normalize.validate import check_subqueries, validate
 from duckstream.normalize.wrap_set_operation import wrap_set_operation
 
@@ -64,6 +66,9 @@ def normalize_forms(
     isolated; unions not rewritten). The same rows, and the engine plans it as the user's
     query: an ``EXISTS`` as a semi-join rather than a join to a ``DISTINCT`` of the whole
     subquery, a correlated aggregate over the outer keys alone (TPC-H Q4, Q17, Q21)."""
+    # the time functions as the refresh's clock: not refused as volatile
+    expression = pin_clock(expression)
+    expression = temporal_filters_to_where(expression)
     validate(expression, has_schema=columns is not None)
     expression = inline_ctes(expression)
     expression = drop_order(expression)

@@ -17,8 +17,9 @@ from sqlglot import exp
 from duckstream.engines.base import Source
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.normalize.isolate_windows import has_window
+from duckstream.normalize.pin_clock import clock_kinds
 from duckstream.tree.aggregate import Aggregate
-from duckstream.tree.base import Block, Context, Leaf, Relation
+from duckstream.tree.base import Block, Context, Leaf, Relation, conjuncts
 from duckstream.tree.derived import Derived
 from duckstream.tree.distinct import Distinct
 from duckstream.tree.filter import Filter
@@ -26,6 +27,7 @@ from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
 from duckstream.tree.project import Project
 from duckstream.tree.scan import Scan
+from duckstream.tree.temporal_filter import TemporalFilter
 from duckstream.tree.union import UnionAll
 from duckstream.tree.window import Window, partition_keys
 
@@ -100,8 +102,15 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
             ctx.features.add("self_join")
     where = select.args.get("where")
     if where is not None:
-        ctx.features.add("filter")
-        block = Filter(block, where.this.copy())
+        every = conjuncts(where.this)
+        temporal = [c for c in every if clock_kinds(c)]  # the compiler kept only these marks
+        plain = [c for c in every if not clock_kinds(c)]
+        if plain:
+            ctx.features.add("filter")
+            block = Filter(block, exp.and_(*(c.copy() for c in plain)))
+        if temporal:
+            ctx.features.add("temporal_filter")
+            block = TemporalFilter(block, exp.and_(*(c.copy() for c in temporal)))
     items = [i.copy() for i in select.expressions]
     names = [output_name(i) for i in items]
     if len(set(n.lower() for n in names)) < len(names):

@@ -25,6 +25,7 @@ DuckLake refuses concurrent commits that modify one table, and dbt runs models i
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
@@ -53,9 +54,11 @@ from duckstream.compiler import compile_ivm
 from duckstream.connection import Connection
 from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import runner as strategy
+from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.runner import run_statements
 from duckstream.engines.ducklake.schema import schema_of
 from duckstream.errors import UnsupportedSQLError
+from duckstream.normalize.pin_clock import at_clock, pin_clock
 from duckstream.plan import IVMPlan, Naming
 from duckstream.refresh import Phase
 
@@ -344,6 +347,15 @@ def equivalence_sql(con: Connection, request: ModelRequest, float_digits: int | 
     """The ``ivm_equivalent`` test's query (:mod:`dbt_duckstream.equivalence`)."""
     state = read_state(con, request)
     types = dict(_column_types(con, request)) if state is not None else {}
+    if state is not None:  # a model reading the clock: recomputed at its refresh's clock
+        view = f"{request.database}.{request.schema}.{request.identifier}"
+        with _reading(con):
+            newest = con.execute(ducklake_cursors.newest_query(request.database, view))
+            row = newest.fetchone()
+        clock = None if row is None else ducklake_cursors.recorded_clock(row[1])
+        if clock is not None:
+            model_sql = at_recorded_clock(state.model_sql, clock)
+            state = dataclasses.replace(state, model_sql=model_sql)
     return equivalence.equivalence_sql(
         _table(request), state, types, dialect="duckdb", float_digits=float_digits
     )
@@ -366,6 +378,25 @@ def _write_state(request: ModelRequest, state: State) -> list[str]:
         " version VARCHAR, built_at TIMESTAMP WITH TIME ZONE)",
         f"INSERT INTO {table} VALUES ({values}, now())",
     ]
+
+
+def at_recorded_clock(view_sql: str, clock: str) -> str:
+    """``view_sql`` (DuckDB) with each time function the value of the recorded ``clock``
+    (a ``TIMESTAMPTZ`` as text): the view as its refresh at that clock computed it, for a
+    recomputation to compare with (dbt's ``ivm_equivalent``).
+
+    >>> at_recorded_clock("SELECT k FROM t WHERE d >= current_date - 7", "2026-01-08 09:00:00+00")
+    "SELECT k FROM t WHERE d >= CAST(CAST('2026-01-08 09:00:00+00' AS TIMESTAMPTZ) AS DATE) - 7"
+    """
+    instant = f"CAST({_literal(clock)} AS TIMESTAMPTZ)"
+    marked = pin_clock(sqlglot.parse_one(view_sql, dialect="duckdb"))
+    pinned = at_clock(
+        marked,
+        lambda kind: sqlglot.parse_one(
+            ducklake_window.CLOCK_VALUES[kind].format(instant), dialect="duckdb"
+        ),
+    )
+    return pinned.sql(dialect="duckdb")
 
 
 def table_comment(con: Connection, catalog: str, schema: str, table: str) -> str | None:

@@ -24,6 +24,7 @@ transactions: a build writes its state after the commit that fills the table.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -49,7 +50,8 @@ from duckstream.engines.iceberg.runner import (
     setup,
 )
 from duckstream.engines.iceberg.schema import schema_of
-from duckstream.engines.iceberg.window import read_logs
+from duckstream.engines.iceberg.window import CLOCK_PROPERTY, read_logs
+from duckstream.normalize.pin_clock import at_clock, pin_clock
 from duckstream.plan import IVMPlan, Naming
 from duckstream.refresh import Phase, RefreshReport
 
@@ -238,9 +240,31 @@ def equivalence_sql(
         if state is not None
         else {}
     )
+    if state is not None:  # a model reading the clock: recomputed at its refresh's clock
+        view = f"{current_catalog(spark)}.{schema}.{identifier}"
+        latest = read_logs(spark, view, [])[view].latest_data_snapshot()
+        clock = (latest.summary if latest else {}).get(CLOCK_PROPERTY)
+        if clock is not None:
+            state = dataclasses.replace(state, model_sql=at_recorded_clock(state.model_sql, clock))
     return equivalence.equivalence_sql(
         table, state, types, dialect="spark", float_digits=float_digits
     )
+
+
+def at_recorded_clock(view_sql: str, clock: str) -> str:
+    """``view_sql`` (Spark SQL) with each time function the value of the recorded ``clock``
+    (microseconds since the epoch): the view as its refresh at that clock computed it.
+
+    >>> at_recorded_clock("SELECT k FROM t WHERE d >= current_date() - 7", "1768046400000000")
+    'SELECT k FROM t WHERE d >= CAST(TIMESTAMP_MICROS(1768046400000000) AS DATE) - 7'
+    """
+    instant = exp.Anonymous(this="timestamp_micros", expressions=[exp.Literal.number(clock)])
+    marked = pin_clock(sqlglot.parse_one(view_sql, dialect="spark"))
+    pinned = at_clock(
+        marked,
+        lambda kind: exp.cast(instant.copy(), "date") if kind == "current_date" else instant.copy(),
+    )
+    return pinned.sql(dialect="spark")
 
 
 def current_catalog(spark: Any) -> str:

@@ -45,11 +45,16 @@ def message(view: str) -> str:
 
 
 def record(
-    catalog: str, view: str, cursors: list[tuple[str, str, str]], measured: str | None = None
+    catalog: str,
+    view: str,
+    cursors: list[tuple[str, str, str]],
+    measured: str | None = None,
+    clock: str | None = None,
 ) -> str:
     """A statement, inside the refresh's transaction, making its commit carry the cursors
     ``(source, table id SQL, snapshot SQL)`` of ``view`` (a catalog of DuckLake ``catalog``),
-    and the JSON measurement in the run-time variable ``measured``, when given."""
+    the JSON measurement in the run-time variable ``measured``, when given, and the clock
+    the refresh read (``clock``: SQL of a ``TIMESTAMPTZ``), for a view that reads it."""
     items = ", ".join(
         f"struct_pack(source := {_lit(source)}, table_id := CAST({table_id} AS BIGINT),"
         f" snapshot := CAST({snapshot} AS BIGINT))"
@@ -58,6 +63,8 @@ def record(
     fields = f"cursors := [{items}]"
     if measured is not None:
         fields += f", measured := CAST(getvariable({_lit(measured)}) AS JSON)"
+    if clock is not None:
+        fields += f", clock := CAST({clock} AS VARCHAR)"
     info = f"to_json(struct_pack({fields}))::VARCHAR"
     return (
         f"CALL ducklake_set_commit_message({_lit(catalog)}, {_lit(AUTHOR)},"
@@ -95,6 +102,17 @@ def parse(info: str) -> list[tuple[str, int, int]]:
     """
     cursors = json.loads(info)["cursors"]
     return [(c["source"], int(c["table_id"]), int(c["snapshot"])) for c in cursors]
+
+
+def recorded_clock(info: str) -> str | None:
+    """The clock a commit's extra info holds (a ``TIMESTAMPTZ`` as text; None: none).
+
+    >>> recorded_clock('{"cursors": [], "clock": "2026-01-08 00:00:00+00"}')
+    '2026-01-08 00:00:00+00'
+    >>> recorded_clock('{"cursors": []}')
+    """
+    found = json.loads(info).get("clock")
+    return None if found is None else str(found)
 
 
 HISTORY = 16  # the newest commits of a view's cursors that auto reads its measurements from

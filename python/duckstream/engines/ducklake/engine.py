@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 
+import sqlglot
 from sqlglot import exp
 
 from duckstream.connection import literal as _lit
@@ -137,7 +138,30 @@ class DuckLakeEngine(Engine):
         return self._window_value(f"cursor_{source.index}")
 
     def changed(self, source: Source) -> exp.Expr:
-        return self._window_value(f"changed_{source.index}")
+        changed = self._window_value(f"changed_{source.index}")
+        if self.clock_filters:  # a temporal filter over the source changes as the clock moves
+            return exp.paren(exp.or_(changed, self.clock_moved()))
+        return changed
+
+    # -- the clock: fields of the window (``clock``, ``clock_old``, ``clock_moved``) ---------
+    def read_clock(self, filters: frozenset[str], rebuilds: frozenset[str]) -> None:
+        self.clock_filters, self.clock_rebuilds = filters, rebuilds
+
+    @property
+    def _reads_clock(self) -> bool:
+        return bool(self.clock_filters or self.clock_rebuilds)
+
+    def clock(self, version: Version, kind: str) -> exp.Expr:
+        instant = self._window_value("clock_old" if version is Version.OLD else "clock")
+        spelled = ducklake_window.CLOCK_VALUES[kind].format("_ivm_instant")
+        return sqlglot.parse_one(spelled, dialect="duckdb").transform(
+            lambda n: (
+                instant.copy() if isinstance(n, exp.Column) and n.name == "_ivm_instant" else n
+            )
+        )
+
+    def clock_moved(self) -> exp.Expr:
+        return self._window_value("clock_moved")
 
     def any_changed(self) -> exp.Expr:
         return self._window_value("changed")
@@ -366,6 +390,13 @@ class DuckLakeEngine(Engine):
             ]
         # whether the view's table lacks the inlining option, for the fill's after-steps
         fields += ["changed := true", f"unset := {ducklake_window.inlining_unset(self.tgt.fqn)}"]
+        if self._reads_clock:  # read once: the fill and the cursors' record use this value
+            ctes.append(f"_ivm_clock AS MATERIALIZED (SELECT {ducklake_window.NOW} AS n)")
+            fields += [
+                "clock := (SELECT n FROM _ivm_clock)",
+                "clock_old := (SELECT n FROM _ivm_clock)",
+                "clock_moved := false",
+            ]
         window = f"struct_pack({', '.join(fields)})"
         if not self.sources:
             query = f"SELECT {window} FROM (SELECT {ends_row} FROM _ivm_ends)"
@@ -498,7 +529,13 @@ class DuckLakeEngine(Engine):
         return [
             Measure(
                 measured,
-                ducklake_cursors.record(self.tgt.catalog, self.tgt.fqn, cursors, measured),
+                ducklake_cursors.record(
+                    self.tgt.catalog,
+                    self.tgt.fqn,
+                    cursors,
+                    measured,
+                    self.sql(self._window_value("clock")) if self._reads_clock else None,
+                ),
             ),
             Sql(
                 f"INSERT INTO {self.sql(self.tgt.cursors_table())} (mv_name, source_table,"
@@ -519,6 +556,8 @@ class DuckLakeEngine(Engine):
             catalogs=self._catalogs(),
             sources=[s.fqn for s in self.sources],
             cursors=self.tgt.cursors_fqn,
+            clock_filters=tuple(sorted(self.clock_filters)),
+            clock_rebuilds=tuple(sorted(self.clock_rebuilds)),
         )
         return [PinWindow(spec)]
 

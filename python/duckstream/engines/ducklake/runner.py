@@ -520,7 +520,9 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
                 _record("guard", time.perf_counter() - started, 1)
                 continue
             if copies and not is_copy:
-                to_applied = can_skip and _all_empty(con, copies, copied)
+                # a moved clock is a change of its own (tree.temporal_filter)
+                moved = window is not None and bool(window.values.get("clock_moved"))
+                to_applied = can_skip and not moved and _all_empty(con, copies, copied)
                 copies, copied = [], []
                 if counter is not None and counter.count > ran:
                     _record("count", time.perf_counter() - started, counter.count - ran)
@@ -872,7 +874,7 @@ def _net_first(
         run(con, rest, opened=True)
     copying += time.perf_counter() - began
     # the copies counted: empty when they netted to nothing; the others are read
-    empty = not any(any(n) for n in counts.values())
+    empty = not any(any(n) for n in counts.values()) and not window.values.get("clock_moved")
     if empty and rest:
         with _phase(con, "count") as counted:
             empty = no_changes(counted, rest)
@@ -1018,5 +1020,10 @@ def choose(
                 view = ducklake_window.spec_of(plan.steps["maintain"]).view
                 measured = ducklake_cursors.history(counted, view.split(".", 1)[0], view)
             report = calibrate(report, measured, policy)
+    if window is not None and window.values.get("clock_moved"):
+        report.reason += (
+            f"; the clock moved from {window.values['clock_old']} to {window.values['clock']}:"
+            " the rows that crossed the view's temporal filters are changes"
+        )
     report.estimate_seconds = time.perf_counter() - start
     return report

@@ -81,6 +81,63 @@ class WindowSpec:
     # The view's append-only cursors log (``catalog.schema.table``), read only to say why a
     # window has no cursors (:func:`read`); empty when unknown.
     cursors: str = ""
+    # The clock values the view reads (normalize.pin_clock): in temporal filters (a move is
+    # a change: ``clock_moved``) and elsewhere (a move requires a rebuild).
+    clock_filters: tuple[str, ...] = ()
+    clock_rebuilds: tuple[str, ...] = ()
+
+    @property
+    def reads_clock(self) -> bool:
+        return bool(self.clock_filters or self.clock_rebuilds)
+
+
+# The session variable a refresh reads the clock from when it is set (a TIMESTAMPTZ, or text
+# that casts to one): tests and replays set the time; unset, the clock is ``now()`` (the
+# transaction's start).
+NOW_VARIABLE = "duckstream_now"
+NOW = f"coalesce(CAST(getvariable({_lit(NOW_VARIABLE)}) AS TIMESTAMPTZ), now())"
+
+# Each clock value of a view as a function of the clock (SQL, ``{}``: a TIMESTAMPTZ; cast
+# even so: a statement bound before the window is pinned, e.g. the CREATE of the view's
+# table, reads it as NULL, of no type).
+CLOCK_VALUES = {
+    "current_timestamp": "CAST({} AS TIMESTAMPTZ)",
+    "current_date": "CAST({} AS DATE)",
+    "localtimestamp": "CAST({} AS TIMESTAMP)",
+}
+
+
+class Timestamp(str):
+    """A window field that is a ``TIMESTAMPTZ`` (its text): :func:`set_window` casts it."""
+
+
+def clock_values(con: Any, spec: WindowSpec, recorded: str | None) -> dict[str, Any]:
+    """The window's clock fields: ``clock`` (read now, once: :data:`NOW`), ``clock_old``
+    (``recorded`` with the cursors by the refresh the view reflects) and ``clock_moved``
+    (a value of its temporal filters moved); :class:`RebuildRequired` when another clock
+    value it reads moved, or none was recorded."""
+    if recorded is None:
+        raise RebuildRequired("no clock recorded with the view's cursors (build the view again)")
+    kinds = [*spec.clock_filters, *spec.clock_rebuilds]
+    moved = ", ".join(
+        f"{CLOCK_VALUES[k].format('o')} IS DISTINCT FROM {CLOCK_VALUES[k].format('n')}"
+        for k in kinds
+    )
+    shown = ", ".join(
+        f"CAST({CLOCK_VALUES[k].format(v)} AS VARCHAR)" for k in kinds for v in ("o", "n")
+    )
+    row = con.execute(
+        f"SELECT CAST(n AS VARCHAR), [{moved}], [{shown}] FROM (SELECT {NOW} AS n,"
+        f" CAST({_lit(recorded)} AS TIMESTAMPTZ) AS o)"
+    ).fetchone()
+    now, flags, texts = row
+    for i, kind in enumerate(kinds):
+        if flags[i] and kind in spec.clock_rebuilds:
+            raise RebuildRequired(
+                f"the view reads {kind}, which moved from {texts[2 * i]} to {texts[2 * i + 1]}"
+            )
+    filter_moved = any(flags[i] for i, k in enumerate(kinds) if k in spec.clock_filters)
+    return {"clock": Timestamp(now), "clock_old": Timestamp(recorded), "clock_moved": filter_moved}
 
 
 @dataclass
@@ -285,6 +342,10 @@ def read(con: Any, spec: WindowSpec, *, pin: bool = False, history: bool = False
         else:
             files[spec.sources[n]] = (bool(added), bool(removed))
     window = window_from(spec, cursors, ends, log, tables, files)
+    if spec.reads_clock:
+        recorded = ducklake_cursors.recorded_clock(commits[0][1]) if commits else None
+        window.values |= clock_values(con, spec, recorded)
+        window.values["changed"] = window.values["changed"] or window.values["clock_moved"]
     if history:
         found = (ducklake_cursors.measurement(info) for _, info in commits)
         window.history = History.of(m for m in found if m is not None)
@@ -374,6 +435,12 @@ def pin_sql(spec: WindowSpec) -> str:
         + ")"
     )
     fields, columns = [*end_fields, "changed := w.changed"], []
+    clock_cte, clock_check, clock_from = "", "", ""
+    if spec.reads_clock:
+        fields = [*end_fields, "changed := w.changed OR c.moved", *_CLOCK_FIELDS]
+        clock_cte = f", _ivm_clock AS MATERIALIZED ({_clock_sql(spec, newest)})"
+        clock_check = f" WHEN c.why IS NOT NULL THEN error({rebuild} || c.why)"
+        clock_from = ", _ivm_clock AS c"
     for i in range(len(spec.sources)):
         for name in ("cursor", "table_id", "changed", "inserts", "deletes"):
             fields.append(f"{name}_{i} := w.{name}_{i}")
@@ -391,7 +458,7 @@ def pin_sql(spec: WindowSpec) -> str:
         " u.c.table_id AS table_id, u.c.snapshot AS cursor FROM (SELECT"
         f" unnest(from_json(commit_extra_info, {_lit(_CURSORS_TYPE)}).cursors) AS c"
         f" FROM ({newest})) AS u WHERE u.c.source IN ({wanted})),"
-        f" _ivm_window AS MATERIALIZED ({flags})"
+        f" _ivm_window AS MATERIALIZED ({flags}){clock_cte}"
         " SELECT CASE"
         f" WHEN k.n = 0 THEN error({rebuild} || 'no cursors recorded (the view was never"
         " built, or the commit that recorded its cursors was expired)')"
@@ -401,7 +468,7 @@ def pin_sql(spec: WindowSpec) -> str:
         f" THEN error({rebuild} || 'the cursor snapshot ' || w.expired || ' was expired')"
         " WHEN w.altered IS NOT NULL"
         f" THEN error({rebuild} || 'source ' || w.altered || ' was altered or recreated')"
-        f" WHEN w.moved IS NOT NULL THEN error({rebuild} || 'source ' || w.moved)"
+        f" WHEN w.moved IS NOT NULL THEN error({rebuild} || 'source ' || w.moved){clock_check}"
         f" ELSE struct_pack({', '.join(fields)}) END"
         " FROM (SELECT count(*) AS n, count(DISTINCT source) AS d FROM _ivm_cursors) AS k,"
         f" (SELECT {end_cols} FROM _ivm_ends) AS e,"
@@ -409,7 +476,34 @@ def pin_sql(spec: WindowSpec) -> str:
         " AS expired,"
         " min(source) FILTER (WHERE altered) AS altered,"
         f" {moved} AS moved, coalesce(bool_or(changed), false) AS changed,"
-        f" {', '.join(columns)} FROM _ivm_window) AS w)"
+        f" {', '.join(columns)} FROM _ivm_window) AS w{clock_from})"
+    )
+
+
+_CLOCK_FIELDS = ["clock := c.n", "clock_old := c.o", "clock_moved := c.moved"]
+
+
+def _clock_sql(spec: WindowSpec, newest: str) -> str:
+    """A one-row query of the clock fields :func:`clock_values` gives (``n``, ``o``,
+    ``moved``) and ``why``: the reason a rebuild is required, or NULL."""
+    recorded = (
+        "(SELECT CAST(json_extract_string(commit_extra_info, '$.clock') AS TIMESTAMPTZ)"
+        f" FROM ({newest}))"
+    )
+    reasons = ["WHEN o IS NULL THEN 'no clock recorded with the view''s cursors'"]
+    for kind in spec.clock_rebuilds:
+        old, new = CLOCK_VALUES[kind].format("o"), CLOCK_VALUES[kind].format("n")
+        reasons.append(
+            f"WHEN {old} IS DISTINCT FROM {new} THEN 'the view reads {kind}, which moved from '"
+            f" || CAST({old} AS VARCHAR) || ' to ' || CAST({new} AS VARCHAR)"
+        )
+    moved = " OR ".join(
+        f"{CLOCK_VALUES[k].format('o')} IS DISTINCT FROM {CLOCK_VALUES[k].format('n')}"
+        for k in spec.clock_filters
+    )
+    return (
+        f"SELECT n, o, coalesce({moved or 'false'}, false) AS moved,"
+        f" CASE {' '.join(reasons)} END AS why FROM (SELECT {NOW} AS n, {recorded} AS o)"
     )
 
 
@@ -556,6 +650,8 @@ def spec_of(steps: list[Any]) -> WindowSpec:
 
 
 def _value(value: Any) -> str:
+    if isinstance(value, Timestamp):
+        return f"CAST({_lit(value)} AS TIMESTAMPTZ)"
     if isinstance(value, bool):
         return "true" if value else "false"
     return f"CAST({int(value)} AS BIGINT)"

@@ -57,12 +57,14 @@ from duckstream.engines.iceberg.dialect import (
 )
 from duckstream.engines.iceberg.unsupported import check_view, check_written
 from duckstream.engines.iceberg.window import (
+    CLOCK_PROPERTY,
     CURSOR_PROPERTY,
     REBUILD,
     SnapshotPin,
     WindowPin,
     WindowSource,
 )
+from duckstream.errors import UnsupportedSQLError
 from duckstream.plan import (
     Applied,
     Begin,
@@ -180,7 +182,35 @@ class IcebergEngine(Engine):
         return self._value(f"cursor_{source.index}")
 
     def changed(self, source: Source) -> exp.Expr:
-        return self.runtime_value(f"changed_{source.index}")
+        changed = self.runtime_value(f"changed_{source.index}")
+        if self.clock_filters:  # a temporal filter over the source changes as the clock moves
+            return exp.paren(exp.or_(changed, self.clock_moved()))
+        return changed
+
+    # -- the clock: run-time values ``clock``, ``clock_old`` (microseconds since the epoch)
+    # and ``clock_moved``, pinned by the runner (:func:`.window.pin_clock`) ------------------
+    def read_clock(self, filters: frozenset[str], rebuilds: frozenset[str]) -> None:
+        if "localtimestamp" in filters | rebuilds:
+            raise UnsupportedSQLError("time", "localtimestamp is not a Spark 3.5 clock value")
+        self.clock_filters, self.clock_rebuilds = filters, rebuilds
+
+    @property
+    def _reads_clock(self) -> bool:
+        return bool(self.clock_filters or self.clock_rebuilds)
+
+    def clock(self, version: Version, kind: str) -> exp.Expr:
+        if version is Version.CURRENT:  # the empty table's types: no value pinned yet
+            instant: exp.Expr = exp.CurrentTimestamp()
+        else:
+            # a string until the runner fills it in: the view's table is created from a query
+            # reading the refresh's clock (its select list), before any value is pinned
+            key = self._key("clock_old" if version is Version.OLD else "clock")
+            micros = exp.cast(exp.Literal.string("${" + key + "}"), "bigint")
+            instant = exp.Anonymous(this="timestamp_micros", expressions=[micros])
+        return exp.cast(instant, "date") if kind == "current_date" else instant
+
+    def clock_moved(self) -> exp.Expr:
+        return self.runtime_value("clock_moved")
 
     def any_changed(self) -> exp.Expr:
         return self.runtime_value("changed")
@@ -255,8 +285,17 @@ class IcebergEngine(Engine):
         for s in self.sources:
             outer.append(f"e{s.index} AS {quoted(self._key(f'end_{s.index}'))}")
             outer.append(f"e{s.index} AS {quoted(self._key(f'cursor_{s.index}'))}")
+        if self._reads_clock:
+            inner.append("unix_micros(current_timestamp()) AS now")
+            outer += [
+                f"now AS {quoted(self._key('clock'))}",
+                f"now AS {quoted(self._key('clock_old'))}",
+                f"false AS {quoted(self._key('clock_moved'))}",
+            ]
         pin = "SELECT " + ",\n  ".join(outer) + "\nFROM (SELECT " + ", ".join(inner) + ") AS pinned"
-        spec = SnapshotPin(self._key(""), tuple((s.fqn, s.index) for s in self.sources))
+        spec = SnapshotPin(
+            self._key(""), tuple((s.fqn, s.index) for s in self.sources), self._reads_clock
+        )
         return [PinSnapshot(pin, spec)]
 
     def _mv_cursors(self) -> str:
@@ -287,6 +326,14 @@ class IcebergEngine(Engine):
             outer.append(f"c{i} AS {quoted(self._key(f'cursor_{i}'))}")
             outer.append(f"e{i} <> c{i} AS {quoted(self._key(f'changed_{i}'))}")
         changed = " OR ".join(f"e{s.index} <> c{s.index}" for s in self.sources) or "false"
+        if self._reads_clock:  # as plain SQL: the real clock (the runner reads the setting)
+            changed = f"({changed}) OR clock_moved"
+            inner += self._clock_columns()
+            outer += [
+                f"now AS {quoted(self._key('clock'))}",
+                f"old AS {quoted(self._key('clock_old'))}",
+                f"clock_moved AS {quoted(self._key('clock_moved'))}",
+            ]
         outer.append(f"{changed} AS {quoted(self._key('changed'))}")
         pin = (
             "SELECT "
@@ -303,6 +350,8 @@ class IcebergEngine(Engine):
             sources=tuple(
                 WindowSource(s.fqn, s.index, self._changelog(s).name) for s in self.sources
             ),
+            clock_filters=tuple(sorted(self.clock_filters)),
+            clock_rebuilds=tuple(sorted(self.clock_rebuilds)),
         )
         statements: list[Step] = [PinWindow(spec), StopUnless(self._value("changed"))]
         for s in self.sources:
@@ -320,6 +369,33 @@ class IcebergEngine(Engine):
                 )
             )
         return statements
+
+    def _clock_columns(self) -> list[str]:
+        """The clock of a window pinned in SQL: ``now``, ``old`` (recorded with the cursors),
+        ``clock_moved`` (a value of the temporal filters moved), failing with ``duckstream:
+        rebuild required: ...`` when another value the view reads moved."""
+        now = "unix_micros(current_timestamp())"
+        old = f"CAST(mv.summary[{lit(CLOCK_PROPERTY)}] AS BIGINT)"
+
+        def value(kind: str, micros: str) -> str:
+            instant = f"timestamp_micros({micros})"
+            return f"CAST({instant} AS DATE)" if kind == "current_date" else instant
+
+        moved = " OR ".join(
+            f"{value(k, old)} <> {value(k, now)}" for k in sorted(self.clock_filters)
+        )
+        checks = "".join(
+            f" WHEN {value(k, old)} <> {value(k, now)} THEN raise_error("
+            f"{lit(REBUILD + 'the view reads ' + k + ', which moved from ')} ||"
+            f" CAST({value(k, old)} AS STRING) || ' to ' || CAST({value(k, now)} AS STRING))"
+            for k in sorted(self.clock_rebuilds)
+        )
+        missing = lit(REBUILD + "no clock recorded with the view's cursors")
+        return [
+            f"{now} AS now",
+            f"CASE WHEN {old} IS NULL THEN raise_error({missing}){checks} ELSE {old} END AS old",
+            f"coalesce({moved or 'false'}, false) AS clock_moved",
+        ]
 
     def _check_window(self) -> str:
         """One query that fails with ``duckstream: rebuild required: ...`` when a source's
@@ -361,11 +437,10 @@ class IcebergEngine(Engine):
     def _properties(self, sql: str, appends_only: str | None = None) -> Step:
         """``sql`` committed with the pinned end snapshots as the MV's snapshot properties
         (``appends_only``: :attr:`CommitWith.appends_only`)."""
-        return CommitWith(
-            sql,
-            tuple((f"{CURSOR_PROPERTY}{s.fqn}", self._end(s)) for s in self.sources),
-            appends_only,
-        )
+        properties = [(f"{CURSOR_PROPERTY}{s.fqn}", self._end(s)) for s in self.sources]
+        if self._reads_clock:
+            properties.append((CLOCK_PROPERTY, self._value("clock")))
+        return CommitWith(sql, tuple(properties), appends_only)
 
     def populate(self, inserts: list[exp.Insert]) -> list[Step]:
         if len(inserts) != 1:

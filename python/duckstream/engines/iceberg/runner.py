@@ -51,6 +51,7 @@ from duckstream.engines.iceberg.window import (
     SnapshotPin,
     TableLog,
     WindowPin,
+    now_micros,
     pin,
     read_logs,
     register_appends,
@@ -176,7 +177,10 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         spec = step.spec
         if run.logs is None:
             run.logs = read_logs(spark, spec.view, [s.table for s in spec.sources])
-        pinned = pin(spec, run.logs)
+        now, zone = None, None
+        if spec.clock_filters or spec.clock_rebuilds:  # read once, here
+            now, zone = now_micros(spark), spark.conf.get("spark.sql.session.timeZone", None)
+        pinned = pin(spec, run.logs, now, zone)
         run.values.update(pinned.values)
         run.appends, run.unchanged = pinned.appends, pinned.unchanged
         run.positional = pinned.positional

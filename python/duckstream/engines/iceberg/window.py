@@ -44,6 +44,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 CURSOR_PROPERTY = "duckstream.cursor."
+# The clock the commit's refresh read (microseconds since the epoch), for a view that reads
+# it (normalize.pin_clock); the Spark setting ``NOW_SETTING`` sets it (an ISO timestamp with
+# its offset: tests and replays), else it is the runner's clock.
+CLOCK_PROPERTY = "duckstream.clock"
+NOW_SETTING = "spark.duckstream.now"
 REBUILD = "duckstream: rebuild required: "
 # Snapshot operations the incremental append scan reads completely: it reads ``append``
 # snapshots and skips the rest, right for compactions (``replace``: no row changes), wrong for
@@ -123,9 +128,48 @@ class WindowPin:
     view: str
     prefix: str
     sources: tuple[WindowSource, ...]
+    # the clock values the view reads in temporal filters, and elsewhere (WindowSpec's)
+    clock_filters: tuple[str, ...] = ()
+    clock_rebuilds: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return self.query
+
+
+def now_micros(spark: SparkSession) -> int:
+    """The clock a refresh reads, once: :data:`NOW_SETTING` when set, else now."""
+    import datetime
+
+    setting = spark.conf.get(NOW_SETTING, None)
+    now = (
+        datetime.datetime.fromisoformat(setting) if setting else datetime.datetime.now(datetime.UTC)
+    )
+    if now.tzinfo is None:
+        raise DuckstreamError(f"duckstream: {NOW_SETTING} = {setting!r} needs a time zone")
+    return int(now.timestamp()) * 1_000_000 + now.microsecond
+
+
+def clock_value(micros: int, kind: str, zone: str | None) -> str:
+    """The clock value ``kind`` of the instant ``micros`` as text, in Spark's session time
+    zone ``zone`` (a region or offset Python knows; else the instant itself, which moves
+    whenever the date may have: a rebuild or a crossing read too many, never a wrong row).
+
+    >>> clock_value(1_768_046_400_000_000, "current_date", "UTC")
+    '2026-01-10'
+    >>> clock_value(1_768_046_400_000_000, "current_timestamp", "UTC")
+    '2026-01-10 12:00:00+00:00'
+    """
+    import datetime
+    import zoneinfo
+
+    try:
+        tz: datetime.tzinfo = zoneinfo.ZoneInfo(zone or "UTC")
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        tz = datetime.UTC
+        if kind != "current_timestamp":
+            return str(micros)
+    instant = datetime.datetime.fromtimestamp(micros / 1_000_000, tz)
+    return str(instant.date()) if kind == "current_date" else str(instant)
 
 
 @dataclass(frozen=True)
@@ -136,14 +180,19 @@ class SnapshotPin:
 
     prefix: str
     sources: tuple[tuple[str, int], ...]
+    clock: bool = False  # the view reads the clock: pin it too
 
     def values(self, spark: SparkSession) -> dict[str, str]:
         """The values the plan's SQL pin computes, from metadata; first gives a snapshot to
         each source that has none (:func:`give_first_snapshots`)."""
         tables = [table for table, _ in self.sources]
         give_first_snapshots(spark, tables)
+        values: dict[str, str] = {}
+        if self.clock:
+            now = str(now_micros(spark))
+            values[f"{self.prefix}clock"] = values[f"{self.prefix}clock_old"] = now
+            values[f"{self.prefix}clock_moved"] = "false"
         current = {t: java_table(spark, t).currentSnapshot() for t in dict.fromkeys(tables)}
-        values = {}
         for table, index in self.sources:
             snapshot = current[table]
             if snapshot is None:  # dropped and re-created in between
@@ -267,9 +316,42 @@ def has_delete_files(log: TableLog, cursor: int) -> bool:
     return any(s.count("total-delete-files") for s in window if s is not None)
 
 
-def pin(spec: WindowPin, logs: dict[str, TableLog]) -> Pinned:
+def pin_clock(
+    spec: WindowPin, summary: dict[str, str], now: int, zone: str | None
+) -> dict[str, str]:
+    """The window's clock values (``clock``, ``clock_old``: the one recorded with the cursors,
+    ``clock_moved``) at the instant ``now``; :class:`RebuildRequired` when a clock value the
+    view reads outside its temporal filters moved, or none was recorded."""
+    recorded = summary.get(CLOCK_PROPERTY)
+    if recorded is None:
+        raise RebuildRequired(REBUILD + "no clock recorded with the view's cursors")
+    old = int(recorded)
+    for kind in spec.clock_rebuilds:
+        before, after = clock_value(old, kind, zone), clock_value(now, kind, zone)
+        if before != after:
+            raise RebuildRequired(
+                REBUILD + f"the view reads {kind}, which moved from {before} to {after}"
+            )
+    moved = any(
+        clock_value(old, kind, zone) != clock_value(now, kind, zone) for kind in spec.clock_filters
+    )
+    return {
+        f"{spec.prefix}clock": str(now),
+        f"{spec.prefix}clock_old": str(old),
+        f"{spec.prefix}clock_moved": str(moved).lower(),
+    }
+
+
+def pin(
+    spec: WindowPin,
+    logs: dict[str, TableLog],
+    now: int | None = None,
+    zone: str | None = None,
+) -> Pinned:
     """The window's run-time values, as ``spec.query`` computes them, and its checks
-    (``spec.check``): raises :class:`RebuildRequired` with the reason the SQL would give."""
+    (``spec.check``): raises :class:`RebuildRequired` with the reason the SQL would give.
+    ``now``: the clock (microseconds) and ``zone`` Spark's session time zone, for a view
+    that reads the clock (:func:`pin_clock`)."""
     values: dict[str, str] = {}
     appends: dict[str, tuple[str, int, int]] = {}
     unchanged: dict[str, str] = {}
@@ -296,6 +378,10 @@ def pin(spec: WindowPin, logs: dict[str, TableLog]) -> Pinned:
             appends[source.changes_view] = (source.table, cursor, end)
         elif has_delete_files(log, cursor):
             positional[source.changes_view] = (source.table, cursor, end)
+    if spec.clock_filters or spec.clock_rebuilds:
+        assert now is not None, "a view reading the clock is pinned with it"
+        values |= pin_clock(spec, summary, now, zone)
+        any_changed = any_changed or values[f"{spec.prefix}clock_moved"] == "true"
     values[f"{spec.prefix}changed"] = str(any_changed).lower()
     return Pinned(values, appends, unchanged, positional)
 
