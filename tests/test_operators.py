@@ -174,7 +174,7 @@ def test_set_operation_operators(case):
     check(case)
 
 
-@given(cases(1, constants=True))
+@given(cases(2, constants=True))
 def test_constant_relation_operators(case):
     """Constant relations (VALUES, range / generate_series, FROM-less SELECTs) unioned with,
     joined to and grouped with a table: their delta is empty, the table's carries through."""

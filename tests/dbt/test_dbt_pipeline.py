@@ -142,12 +142,11 @@ def test_recreated_upstream_table_model_triggers_a_rebuild(shop: Shop) -> None:
 
 
 def test_unsupported_sql_fails_or_falls_back_to_recomputation(shop: Shop) -> None:
-    # A row per order and day of a date spine (a table function: not maintained).
+    # A row per order and copy (unnest, a table function: not maintained).
     sql = (
-        "select o.order_id, s.day\n"
+        "select o.order_id, s.copy\n"
         "from {{ ref('stg_orders') }} as o\n"
-        "cross join generate_series(date '2024-01-01', date '2024-01-03', interval 1 day)"
-        " as s(day)\n"
+        "cross join unnest([1, 2]) as s(copy)\n"
     )
     write(
         shop, "models/other/order_days.sql", "{{ config(materialized='incremental_ivm') }}\n" + sql

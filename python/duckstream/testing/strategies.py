@@ -1477,6 +1477,11 @@ def constant_views(draw, tables_: list[TableSpec], portable: bool = False) -> st
     on = "" if join == "CROSS JOIN" else f" ON {key} = s.n"
     from_ = f"{first} {join} {second}{on}"
     if shape == "join":
+        if len(tables_) > 1 and draw(st.booleans()):  # the spine between two tables
+            t1 = draw(table_relation(tables_[-1], "b"))
+            then = draw(st.sampled_from(["JOIN", "LEFT JOIN", "FULL JOIN"]))
+            from_ += f" {then} {t1.source} ON b.{t1.columns[0][0]} = s.n"
+            return f"SELECT s.n, {key} AS k, b.{t1.columns[-1][0]} AS y FROM {from_}"
         return f"SELECT s.n, {key} AS k, a.{other} AS x FROM {from_}"
     aggregates = ["count(*) AS c", f"count({key}) AS ck", f"min(a.{other}) AS lo"]
     picked = ", ".join(draw(st.lists(st.sampled_from(aggregates), min_size=1, unique=True)))
