@@ -61,7 +61,8 @@ def output_name(item: exp.Expr) -> str:
 def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> SelectParts:
     if select.args.get("from_") is None:
         raise UnsupportedSQLError(
-            "no_source", f"a SELECT without FROM that reads a table: `{select.sql()[:80]}`"
+            "no_source",
+            f"a SELECT without FROM that reads a table or the clock: `{select.sql()[:80]}`",
         )
     from_ = select.args["from_"].this.copy()
     joins = tuple(j.copy() for j in select.args.get("joins") or [])

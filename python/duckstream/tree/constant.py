@@ -25,18 +25,21 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Source, Version
+from duckstream.normalize.constant_relations import varies
 from duckstream.tree.base import Context, Leaf, Relation, aliased
 
 
 def reads_no_table(query: exp.Expr) -> bool:
-    """Whether ``query`` (normalized: its CTEs inlined) reads no table.
+    """Whether ``query`` (normalized: its CTEs inlined) reads no table, nor anything else
+    that changes (the clock: a spine up to ``current_date`` is not a constant).
 
     >>> from sqlglot import parse_one
     >>> [reads_no_table(parse_one(q)) for q in ("SELECT 1", "SELECT * FROM range(3) AS r(i)",
-    ...     "SELECT 1 FROM (SELECT * FROM t) AS s")]
-    [True, True, False]
+    ...     "SELECT 1 FROM (SELECT * FROM t) AS s", "SELECT current_date AS d")]
+    [True, True, False, False]
     """
-    return not any(isinstance(t.this, exp.Identifier) for t in query.find_all(exp.Table))
+    tables = any(isinstance(t.this, exp.Identifier) for t in query.find_all(exp.Table))
+    return not tables and not varies(query)
 
 
 def _no_rows(relation: exp.Expr) -> exp.Select:
