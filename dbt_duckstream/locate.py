@@ -20,6 +20,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.normalize.constant_relations import is_constant_relation
 
 # What to look for when the quoted SQL is not found verbatim.
 KINDS: dict[str, tuple[type[exp.Expr], ...]] = {
@@ -73,8 +74,9 @@ def _is_construct(node: exp.Expr) -> bool:
         return bool(node.side)
     if isinstance(node, exp.In):
         return node.args.get("query") is not None
-    if isinstance(node, exp.Table):
-        return not isinstance(node.this, exp.Identifier)  # a function in FROM, not a table
+    if isinstance(node, exp.Table | exp.Values):
+        # a function in FROM, not a table; not a constant relation (VALUES, a series)
+        return not isinstance(node.this, exp.Identifier) and not is_constant_relation(node)
     return True
 
 

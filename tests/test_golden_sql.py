@@ -72,6 +72,11 @@ VIEWS = {
         "SELECT customer, sum(amount) AS total FROM orders GROUP BY customer"
         " HAVING sum(amount) > 20"
     ),
+    # a constant relation joined to a table: its delta is empty, so only the orders' changes
+    "constant_spine": (
+        "SELECT s.customer, count(o.id) AS orders FROM (VALUES (1), (2), (3)) AS s(customer)"
+        " LEFT JOIN orders AS o ON o.customer = s.customer GROUP BY s.customer"
+    ),
     # mixed case, a reserved word, non-ASCII letters: quoted as each engine needs
     "quoted_names": (
         'SELECT "Group", count(*) AS "N", sum("Maß") AS "Summe" FROM "Größe" GROUP BY "Group"'

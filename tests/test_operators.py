@@ -21,7 +21,14 @@ from duckstream.engines.base import MULT, Source, Target, Version
 from duckstream.engines.ducklake.engine import DuckLakeEngine
 from duckstream.normalize import normalize
 from duckstream.testing.differential import TableSpec, as_multiset, sql_literal
-from duckstream.testing.strategies import SHAPES, rows, set_operation_views, tables, views
+from duckstream.testing.strategies import (
+    SHAPES,
+    constant_views,
+    rows,
+    set_operation_views,
+    tables,
+    views,
+)
 from duckstream.tree.base import Context
 from duckstream.tree.build import build_relation
 from duckstream.tree.columns import table_key
@@ -86,9 +93,17 @@ def _narrow(rows_: list[tuple]) -> list[tuple]:
 
 
 @st.composite
-def cases(draw, table_count: int, outer: bool = False, set_operations: bool = False):
+def cases(
+    draw,
+    table_count: int,
+    outer: bool = False,
+    set_operations: bool = False,
+    constants: bool = False,
+):
     tables_ = draw(tables(table_count))
-    if set_operations:
+    if constants:
+        view_sql = draw(constant_views(tables_))
+    elif set_operations:
         view_sql = draw(set_operation_views(tables_))
     else:
         # A projection sees every term of the join's delta; aggregates above a join in a
@@ -156,4 +171,11 @@ def test_three_way_outer_join_operators(case):
 def test_set_operation_operators(case):
     """UNION ALL, INTERSECT / EXCEPT [ALL] (and UNION, as DISTINCT over UNION ALL), nested and
     under projections, DISTINCT, aggregates and joins."""
+    check(case)
+
+
+@given(cases(2, constants=True))
+def test_constant_relation_operators(case):
+    """Constant relations (VALUES, range / generate_series, FROM-less SELECTs) unioned with,
+    joined to and grouped with a table: their delta is empty, the table's carries through."""
     check(case)

@@ -87,6 +87,10 @@ REBUILT = {
     "aggregate": "SELECT max(d) = {today} AS latest_is_today FROM events",
     "in_on_before_full": "SELECT e.k, u.name FROM events AS e JOIN users AS u"
     " ON e.k = u.k AND e.d < {today} FULL JOIN users AS w ON w.k = e.k + 1",
+    # a date spine up to today (a constant relation that reads the clock) joined to facts
+    "spine": "SELECT CAST(g.day AS DATE) AS day, count(e.k) AS n FROM generate_series("
+    "CAST({today} AS TIMESTAMP) - INTERVAL 20 DAY, CAST({today} AS TIMESTAMP), INTERVAL 1 DAY)"
+    " AS g(day) LEFT JOIN events AS e ON e.d = CAST(g.day AS DATE) GROUP BY g.day",
 }
 
 

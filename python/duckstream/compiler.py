@@ -37,6 +37,7 @@ from duckstream.sinks.grouped import GroupedSink
 from duckstream.tree.base import Context, aliased, conjuncts, key_semijoins
 from duckstream.tree.build import split_select
 from duckstream.tree.columns import table_key, used_columns
+from duckstream.tree.constant import reads_no_table
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -220,6 +221,12 @@ def build_tree(
         references[PlanSource(table.catalog, table.db, table.name, alias)] = None
         return found[key]
 
+    if reads_no_table(select):
+        raise UnsupportedSQLError(
+            "no_source",
+            "the view reads no table, so nothing can change it: there is nothing to maintain"
+            " (materialize it as a table)",
+        )
     ctx = Context(engine=engine)
     parts = split_select(select, ctx, resolve)
     engine.bind(target, list(found.values()))
@@ -308,8 +315,8 @@ def _fill_view(
             return None
 
     def pin(node: exp.Expr) -> exp.Expr:
-        if not isinstance(node, exp.Table):
-            return node
+        if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+            return node  # not a table: a series (a constant relation) reads none
         source = found.get(table_key(node))
         if source is None:
             raise KeyError(table_key(node))

@@ -214,9 +214,9 @@ def test_materialize_builds_then_refreshes() -> None:
 
 
 def test_materialize_unsupported_fails_with_line_or_recomputes() -> None:
-    sql = "select\n  id,\n  n\nfrom lake.main.orders, range(3) as r(n)"
+    sql = "select\n  id,\n  n\nfrom lake.main.orders, unnest([1, 2, 3]) as r(n)"
     error = UnsupportedSQLError(
-        "table_function", "only tables and subqueries may stand in FROM: `RANGE(3) AS r(n)`"
+        "table_function", "only tables and subqueries in FROM: `UNNEST([1, 2, 3]) AS r(n)`"
     )
     with pytest.raises(ModelError, match="table_function at line 4 of models/m.sql"):
         materialize(FakeBackend(Found(False), error=error), request(sql, path="models/m.sql"))

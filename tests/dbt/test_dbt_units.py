@@ -220,8 +220,8 @@ def test_full_refresh_replaces_the_table(shop) -> None:
 
 
 def test_unsupported_sql_names_model_construct_and_line(shop) -> None:
-    sql = "select\n  id,\n  n\nfrom dl.main.orders, range(3) as r(n)"
-    raw = "select\n  id,\n  n\nfrom {{ ref('orders') }}, range(3) as r(n)"
+    sql = "select\n  id,\n  n\nfrom dl.main.orders, unnest([1, 2, 3]) as r(n)"
+    raw = "select\n  id,\n  n\nfrom {{ ref('orders') }}, unnest([1, 2, 3]) as r(n)"
     with pytest.raises(ModelError) as error:
         materialize(shop, request(sql, raw_sql=raw, path="models/totals.sql"))
     assert "model totals" in str(error.value)
@@ -230,7 +230,7 @@ def test_unsupported_sql_names_model_construct_and_line(shop) -> None:
 
 
 def test_unsupported_sql_can_fall_back_to_recomputation(shop) -> None:
-    sql = "select id, n from dl.main.orders, range(1) as r(n)"
+    sql = "select id, n from dl.main.orders, unnest([0]) as r(n)"
     fallback = request(sql, on_unsupported="full_refresh")
     outcome = materialize(shop, fallback)
     assert outcome.action == "recomputed" and outcome.rows == 3 and outcome.warnings

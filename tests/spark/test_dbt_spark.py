@@ -116,7 +116,8 @@ def test_run_change_run_test(
     # (a table function: one row per country and number)
     spread = project / "models" / "spread.sql"
     table_function = (
-        "select c.country, r.id from {{ ref('big_countries') }} as c cross join range(2) as r"
+        "select c.country, r.id from {{ ref('big_countries') }} as c"
+        " cross join explode(array(1, 2)) as r(id)"
     )
     spread.write_text(table_function)
     failed = _dbt(project, "run", "--select", "spread", success=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.normalize.aggregate_inequalities import aggregate_inequalities
+from duckstream.normalize.constant_relations import constant_relations
 from duckstream.normalize.decorrelate_subqueries import decorrelate_subqueries
 from duckstream.normalize.drop_order import drop_order
 from duckstream.normalize.eliminate_qualify import eliminate_qualify
@@ -71,6 +72,8 @@ def normalize_forms(
     expression = temporal_filters_to_where(expression)
     validate(expression, has_schema=columns is not None)
     expression = inline_ctes(expression)
+    # VALUES and series in FROM with their columns named: qualify_view then knows them
+    expression = constant_relations(expression, dialect)
     expression = drop_order(expression)
     expression = rewrite_filtered_aggregates(expression)
     # a derived table and a WHERE, its names left for qualify_view to resolve as in QUALIFY

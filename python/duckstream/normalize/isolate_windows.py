@@ -137,6 +137,8 @@ def _input(select: exp.Select) -> tuple[exp.Select, dict[str, str]]:
                 columns.setdefault(column.sql(), column)
     names = {key: f"_ivm_c{i}" for i, key in enumerate(columns)}
     inner = exp.select(*(exp.alias_(c.copy(), names[k]) for k, c in columns.items()))
+    if not columns:  # windows that read no column (row_number() OVER (ORDER BY 1)): one row each
+        inner = exp.select(exp.alias_(exp.Literal.number(1), "_ivm_one"))
     _copy_from(select, inner)
     return inner, names
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.normalize.constant_relations import is_constant_relation
 
 NONDETERMINISTIC = {
     "random",
@@ -88,10 +89,19 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
         raise _fail("reserved_name", node, "names starting with _ivm_ are reserved for duckstream")
     if isinstance(node, exp.Table) and node.args.get("when"):
         raise _fail("time_travel", node, "time travel on a source cannot be maintained")
-    if isinstance(node, exp.Lateral | exp.Unnest | exp.Values):
-        raise _fail("table_function", node, "only tables and subqueries may stand in FROM")
-    if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
-        raise _fail("table_function", node, "only tables and subqueries may stand in FROM")
+    if isinstance(node, exp.Lateral | exp.Unnest):
+        raise _fail("table_function", node, FROM_ITEMS)
+    if isinstance(node, exp.Values) and not is_constant_relation(node):
+        raise _fail("table_function", node, "a VALUES list must hold constants")
+    function = isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier)
+    if function and not is_constant_relation(node):
+        raise _fail("table_function", node, FROM_ITEMS)
+
+
+FROM_ITEMS = (
+    "only tables, subqueries, VALUES lists and range / generate_series with constant"
+    " arguments may stand in FROM"
+)
 
 
 def check_subqueries(expression: exp.Expr) -> None:
@@ -142,8 +152,12 @@ def _check_set_operation(node: exp.SetOperation) -> None:
 
 
 def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) -> None:
-    if not select.args.get("from_"):
-        raise _fail("no_source", select, "a view must read at least one table")
+    if not select.args.get("from_") and select.find(exp.Table) is not None:
+        raise _fail(
+            "no_source",
+            select,
+            "a SELECT without FROM may not read a table in a subquery (add the FROM)",
+        )
     joins = select.args.get("joins") or []
     _check_outer_joins(joins)
     for join in joins:

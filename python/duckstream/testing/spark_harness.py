@@ -50,8 +50,11 @@ _RUN = uuid.uuid4().hex[:6]  # namespaces of earlier runs may still be in the wa
 
 
 def to_spark(sql: str, read: str = "duckdb") -> str:
-    """Transpile one statement (or predicate) to Spark SQL."""
-    return sqlglot.transpile(sql, read=read, write="spark")[0]
+    """Transpile one statement (or predicate) to Spark SQL, as duckstream writes it (a
+    series in FROM as Spark's ``range``: sqlglot's Spark explodes a sequence, wrongly aliased)."""
+    from duckstream.engines.iceberg.dialect import DIALECT
+
+    return sqlglot.transpile(sql, read=read, write=DIALECT)[0]
 
 
 def spark_ident(name: str) -> str:

@@ -463,6 +463,7 @@ CONSTRUCTS = [
     "grouping_sets",  # ROLLUP, CUBE, GROUPING SETS, WITH ROLLUP; GROUPING / GROUPING_ID
     "top_k",  # ORDER BY ... LIMIT / OFFSET and DISTINCT ON, ties included, at any depth
     "shadowed_names",  # select aliases named like input columns, read in WHERE/GROUP BY/HAVING
+    "constants",  # VALUES, range / generate_series, FROM-less SELECTs: unioned, joined, grouped
 ]
 OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
 
@@ -751,6 +752,8 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         return draw(top_k_views(tables_))
     if construct == "shadowed_names":
         return draw(shadowed_name_views(tables_, portable))
+    if construct == "constants":
+        return draw(constant_views(tables_, portable))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -1400,3 +1403,86 @@ def top_k_views(draw, tables_: list[TableSpec]) -> str:
             f" ORDER BY 1 DESC LIMIT {draw(st.integers(1, 5))}"
         )
     return sql
+
+
+@st.composite
+def spine(draw, alias: str, portable: bool = False) -> str:
+    """A constant relation of integers (column ``n``) around the generated keys (-3..3):
+    a series, a VALUES list, FROM-less SELECTs (as ``dbt_utils.generate_series`` writes
+    them: powers of two cross-joined), in FROM or as a derived table."""
+    kind = draw(st.sampled_from(["range", "generate_series", "values", "unions", "powers"]))
+    low, high = draw(st.integers(-3, 1)), draw(st.integers(-1, 3))
+    if kind == "range":
+        return f"range({low}, {high}) AS {alias}(n)"
+    if kind == "generate_series":
+        step = draw(st.sampled_from([1, 1, 2, -1]))
+        start, end = (high, low) if step < 0 else (low, high)
+        return f"generate_series({start}, {end}, {step}) AS {alias}(n)"
+    if kind == "values":
+        picked = draw(st.lists(st.sampled_from(["-1", "0", "1", "2", "NULL"]), min_size=1))
+        if all(p == "NULL" for p in picked):
+            picked.append("0")
+        rows = ", ".join(f"({p})" for p in picked)
+        return f"(VALUES {rows}) AS {alias}(n)"
+    if kind == "unions":
+        picked = draw(st.lists(st.integers(-2, 2), min_size=1, max_size=4))
+        body = " UNION ALL ".join(f"SELECT {n} AS n" for n in picked)
+        return f"({body}) AS {alias}"
+    # dbt_utils.generate_series: numbers 1..4 from two bits, then a window numbering them
+    bits = "SELECT 0 AS generated_number UNION ALL SELECT 1"
+    numbers = (
+        "SELECT p0.generated_number * 1 + p1.generated_number * 2 + 1 AS generated_number"
+        f" FROM ({bits}) AS p0 CROSS JOIN ({bits}) AS p1"
+    )
+    if draw(st.booleans()):
+        numbered = f"SELECT generated_number - 3 AS n FROM ({numbers}) AS u"
+    else:
+        numbered = f"SELECT row_number() OVER (ORDER BY 1) - 3 AS n FROM ({numbers}) AS u"
+    return f"({numbered}) AS {alias}"
+
+
+@st.composite
+def constant_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
+    """A view that reads a constant relation (:func:`spine`) beside the tables: a table's
+    keys UNION ALL / UNION / EXCEPT constants, a table joined (inner, LEFT either way, FULL,
+    CROSS) with a spine, an aggregate over a spine joined to a table, a VALUES CTE joined.
+    Every form is portable (both engines)."""
+    t0 = draw(table_relation(tables_[0], "a"))
+    key = f"a.{t0.columns[0][0]}"
+    other, _ = draw(st.sampled_from(t0.columns))
+    shape = draw(st.sampled_from(["union", "join", "aggregate", "values_cte"]))
+    if shape == "union":
+        constants = draw(st.lists(st.integers(-2, 2), min_size=1, max_size=3))
+        branches = " UNION ALL ".join(f"SELECT {n} AS k" for n in constants)
+        op = draw(st.sampled_from(["UNION ALL", "UNION ALL", "UNION", "EXCEPT", "INTERSECT"]))
+        table = f"SELECT {key} AS k FROM {t0.source}"
+        if draw(st.booleans()):
+            table += f" WHERE {draw(predicate([(f'a.{c}', t) for c, t in t0.columns]))}"
+        body = f"{table} {op} {branches}" if draw(st.booleans()) else f"{branches} {op} {table}"
+        if draw(st.booleans()):
+            return body
+        return f"SELECT u.k, count(*) AS c FROM ({body}) AS u GROUP BY u.k"
+    s = draw(spine("s", portable))
+    if shape == "values_cte":
+        labels = ", ".join(f"({n}, 'v{n}')" for n in draw(st.lists(st.integers(-2, 2), min_size=1)))
+        s = "v"
+        join = draw(st.sampled_from(["JOIN", "LEFT JOIN", "FULL JOIN"]))
+        first, second = (f"{t0.source}", "v") if draw(st.booleans()) else ("v", f"{t0.source}")
+        return (
+            f"WITH v(n, label) AS (VALUES {labels}) SELECT v.n, v.label, {key} AS k,"
+            f" a.{other} AS x FROM {first} {join} {second} ON {key} = v.n"
+        )
+    join = draw(st.sampled_from(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS JOIN"]))
+    first, second = (s, t0.source) if draw(st.booleans()) else (t0.source, s)
+    on = "" if join == "CROSS JOIN" else f" ON {key} = s.n"
+    from_ = f"{first} {join} {second}{on}"
+    if shape == "join":
+        if len(tables_) > 1 and draw(st.booleans()):  # the spine between two tables
+            t1 = draw(table_relation(tables_[-1], "b"))
+            then = draw(st.sampled_from(["JOIN", "LEFT JOIN", "FULL JOIN"]))
+            from_ += f" {then} {t1.source} ON b.{t1.columns[0][0]} = s.n"
+            return f"SELECT s.n, {key} AS k, b.{t1.columns[-1][0]} AS y FROM {from_}"
+        return f"SELECT s.n, {key} AS k, a.{other} AS x FROM {from_}"
+    aggregates = ["count(*) AS c", f"count({key}) AS ck", f"min(a.{other}) AS lo"]
+    picked = ", ".join(draw(st.lists(st.sampled_from(aggregates), min_size=1, unique=True)))
+    return f"SELECT s.n, {picked} FROM {from_} GROUP BY s.n"

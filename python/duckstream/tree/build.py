@@ -20,6 +20,7 @@ from duckstream.normalize.isolate_windows import has_window
 from duckstream.normalize.pin_clock import clock_kinds
 from duckstream.tree.aggregate import Aggregate
 from duckstream.tree.base import Block, Context, Leaf, Relation, conjuncts
+from duckstream.tree.constant import ConstantLeaf, ConstantRelation, reads_no_table
 from duckstream.tree.derived import Derived
 from duckstream.tree.distinct import Distinct
 from duckstream.tree.filter import Filter
@@ -60,6 +61,11 @@ def output_name(item: exp.Expr) -> str:
 
 
 def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> SelectParts:
+    if select.args.get("from_") is None:
+        raise UnsupportedSQLError(
+            "no_source",
+            f"a SELECT without FROM that reads a table or the clock: `{select.sql()[:80]}`",
+        )
     from_ = select.args["from_"].this.copy()
     joins = tuple(j.copy() for j in select.args.get("joins") or [])
     leaves: list[Leaf] = []
@@ -67,7 +73,12 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
     def placeholder(node: exp.Expr) -> exp.Expr:
         """Replace a FROM item by ``:i`` and remember its leaf."""
         alias = node.args.get("alias")
-        if isinstance(node, exp.Table):
+        if isinstance(node, exp.Values) or (
+            isinstance(node, exp.Table) and isinstance(node.this, exp.GenerateSeries)
+        ):
+            ctx.features.add("constant_relation")
+            leaves.append(ConstantLeaf(node.copy()))
+        elif isinstance(node, exp.Table):
             alias = alias or exp.TableAlias(this=exp.to_identifier(node.name))
             leaves.append(Scan(resolve(node), alias))
         elif isinstance(node, exp.Subquery) and isinstance(
@@ -139,6 +150,9 @@ def build_relation(select: exp.Query, ctx: Context, resolve: ResolveTable) -> Re
     table, a branch of a set operation)."""
     while isinstance(select, exp.Subquery):  # a parenthesized branch
         select = select.this
+    if reads_no_table(select):
+        ctx.features.add("constant_relation")
+        return ConstantRelation(select.copy())
     if isinstance(select, exp.SetOperation):
         return build_set_operation(select, ctx, resolve)
     assert isinstance(select, exp.Select), select

@@ -29,7 +29,11 @@ def used_columns(view: exp.Select) -> dict[str, frozenset[str] | None]:
     or ``None`` when that cannot be told from the SQL alone."""
     used: dict[str, frozenset[str] | None] = {}
     for scope in traverse_scope(view):
-        tables = {a: t for a, t in scope.sources.items() if isinstance(t, exp.Table)}
+        tables = {
+            a: t
+            for a, t in scope.sources.items()
+            if isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier)
+        }
         if not tables:
             continue
         select = scope.expression

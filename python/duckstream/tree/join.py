@@ -266,7 +266,10 @@ class Join(Block):
     def _delta_parts(self, ctx: Context, covered_left: int | None = None) -> list[_Part]:
         """The delta's parts; ``covered_left``: the step whose unmatched-left terms to leave
         out (see :meth:`key_terms`)."""
-        parts = [self._delta(ctx, _Part((), ()), self.leaves[0], None)]
+        # A leaf that reads no table (a constant relation) never changes: the terms of its
+        # delta, and those of rows it would match or unmatch, are empty and left out.
+        first = self.leaves[0]
+        parts = [self._delta(ctx, _Part((), ()), first, None)] if first.sources() else []
         for k in range(1, len(self.leaves)):
             op, leaf = self.kinds[k - 1], self.leaves[k]
             new_j = self._state(ctx, Version.NEW, k)
@@ -274,10 +277,12 @@ class Join(Block):
                 p.extend(leaf.state(ctx, Version.OLD), LEFT if op in (LEFT, FULL) else INNER)
                 for p in parts
             ]
-            extended.append(self._delta(ctx, new_j, leaf, RIGHT if op in (RIGHT, FULL) else INNER))
-            if op in (LEFT, FULL) and k != covered_left:
-                extended += self._unmatched_left(ctx, k, new_j)
-            if op in (RIGHT, FULL):
+            if leaf.sources():
+                kind = RIGHT if op in (RIGHT, FULL) else INNER
+                extended.append(self._delta(ctx, new_j, leaf, kind))
+                if op in (LEFT, FULL) and k != covered_left:
+                    extended += self._unmatched_left(ctx, k, new_j)
+            if op in (RIGHT, FULL) and parts:
                 extended += self._unmatched_right(ctx, k, parts)
             parts = extended
         return parts

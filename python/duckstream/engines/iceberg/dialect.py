@@ -4,6 +4,7 @@
   (``Größe``) is rendered in backticks, however it was spelled in the view. So is a name
   that is a keyword (``select``): Spark's own parser often takes it bare, but the SQL must
   also parse back (the runner reads the plan's statements with sqlglot).
+- A series in FROM (``GenerateSeries``) is Spark's ``range`` (:mod:`.series`).
 - ``ROW_NUMBER() OVER ()`` is an error in Spark ("requires window to be ordered"); the sinks
   number rows where any order will do, so such windows are rendered ``ORDER BY NULL``.
 - Run-time values are written ``${duckstream.<view>.<name>}``: Spark's own variable
@@ -23,6 +24,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 
 from duckstream.connection import literal
+from duckstream.engines.iceberg.series import spark_range
 from duckstream.expressions import RaiseError
 
 PREFIX = "duckstream"
@@ -36,7 +38,8 @@ class IcebergSpark(Spark):
 
     class Generator(SparkGenerator):
         TRANSFORMS = {
-            **SparkGenerator.TRANSFORMS,
+            # without sqlglot's series rewrite of tables (table_sql below renders them)
+            **{k: v for k, v in SparkGenerator.TRANSFORMS.items() if k is not exp.Table},
             RaiseError: lambda self, e: self.func("RAISE_ERROR", e.this),
         }
 
@@ -52,6 +55,14 @@ class IcebergSpark(Spark):
             if not expression.quoted and not _BARE.fullmatch(expression.name):
                 expression = exp.Identifier(this=expression.name, quoted=True)
             return super().identifier_sql(expression)
+
+        def table_sql(self, expression: exp.Table, sep: str = " AS ") -> str:
+            # a series in FROM (normalize.constant_relations): Spark's range (series.py)
+            if isinstance(expression.this, exp.GenerateSeries):
+                rendered = self.sql(spark_range(expression.this))
+                alias = expression.args.get("alias")
+                return f"{rendered}{sep}{self.sql(alias)}" if alias else rendered
+            return super().table_sql(expression, sep)
 
         def window_sql(self, expression: exp.Window) -> str:
             if isinstance(expression.this, exp.RowNumber) and not expression.args.get("order"):

@@ -55,6 +55,7 @@ from duckstream.engines.iceberg.dialect import (
     quoted,
     variable,
 )
+from duckstream.engines.iceberg.series import check_series
 from duckstream.engines.iceberg.unsupported import check_view, check_written
 from duckstream.engines.iceberg.window import (
     CLOCK_PROPERTY,
@@ -158,6 +159,7 @@ class IcebergEngine(Engine):
     def check_view(self, view: exp.Expr, select: exp.Select, schema: dict | None) -> None:
         check_written(view)
         check_view(select, schema)
+        check_series(select)
 
     # -- run-time values -------------------------------------------------------------------
     def _key(self, name: str) -> str:
