@@ -21,6 +21,7 @@ Example: ``SELECT k FROM t UNION ALL SELECT 0 AS k`` over t = {1}: the view is {
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -55,6 +56,8 @@ class ConstantRelation(Relation):
     branch)."""
 
     query: exp.Query
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = "∅: the same rows at every snapshot"
 
     def sources(self) -> list[Source]:
         return []
@@ -76,6 +79,8 @@ class ConstantLeaf(Leaf):
     named its columns)."""
 
     relation: exp.Expr  # the aliased VALUES or series
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = "∅: the same rows at every snapshot"
 
     @property
     def name(self) -> str:

@@ -29,6 +29,7 @@ is Jan 9 (+1, its insert, passing at Jan 8's clock too) and Jan 1 (-1, left the 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -40,6 +41,11 @@ from duckstream.tree.base import Block, Context, Term
 @dataclass
 class TemporalFilter(Block):
     input: Block
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = (
+        "σp0(ΔB) + σ(p1 ∧ ¬p0)(B1) - σ(p0 ∧ ¬p1)(B1): the changes at the old clock, and the"
+        " rows that crossed a boundary as the clock moved"
+    )
     predicate: exp.Expr  # the temporal conjuncts, the clock as marks (normalize.pin_clock)
 
     def sources(self) -> list[Source]:
