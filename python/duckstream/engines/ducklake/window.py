@@ -214,13 +214,33 @@ def window_from(
     return Window(spec.variable, window, all_kinds, bounds, snapshots_of)
 
 
-def read(con: Any, spec: WindowSpec, *, pin: bool = False, history: bool = False) -> Window:
+def read(
+    con: Any,
+    spec: WindowSpec,
+    *,
+    pin: bool = False,
+    history: bool = False,
+    ends_first: bool = False,
+) -> Window:
     """The window of ``spec`` on ``con``; with ``pin``, also set its variable (inside the
     refresh's transaction, before the statements that use it); with ``history``, also the
     view's recent measurements (:func:`duckstream.engines.ducklake.cursors.history`), from
-    the same read as its cursors (the commits that recorded them)."""
+    the same read as its cursors (the commits that recorded them).
+
+    ``ends_first``: read each catalog's end in a statement of its own, before anything reads
+    the metadata database. DuckLake reads its snapshot through a connection of its own, in a
+    transaction of its own on the metadata database; the reads here are the refresh's
+    connection's, in another, which begins at its first read. With a catalog that other
+    processes commit to (PostgreSQL), a commit landing between the two would be visible to
+    one and not the other; read first, the end is never newer than what the metadata reads
+    see (they are bounded by it), so no cursor commit or change below it is missed."""
     view_catalog = spec.view.split(".", 1)[0]
     current = {c: f"(SELECT id FROM ducklake_current_snapshot({_lit(c)}))" for c in spec.catalogs}
+    if ends_first:
+        found = con.execute(
+            "SELECT " + ", ".join(f"CAST({current[c]} AS BIGINT)" for c in spec.catalogs)
+        ).fetchone()
+        current = {c: str(int(end)) for c, end in zip(spec.catalogs, found, strict=True)}
     # 1. each catalog's end, the view's newest cursors no newer than its catalog's end (and
     #    the commits before them, for ``history``), and the table id each source's name
     #    points to at that end
