@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -40,13 +42,16 @@ def lake(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def postgres_catalogs(tmp_path_factory) -> Iterator[postgres.PostgresCatalogs]:
+def postgres_catalogs() -> Iterator[postgres.PostgresCatalogs]:
     """A real PostgreSQL server (PyPI's ``pgserver``: a unix socket, no network) for the
-    session, holding one DuckLake catalog database per lake directory; stopped at exit."""
-    directory = tmp_path_factory.mktemp("postgres")
-    server, catalogs = postgres.start_server(str(directory))
+    session, holding one DuckLake catalog database per lake directory; stopped and removed
+    at the end. Its directory is not pytest's: pytest removes old ``pytest-<n>`` directories
+    of other sessions of the same user, a running server's included."""
+    directory = tempfile.mkdtemp(prefix="duckstream-pg-")
+    server, catalogs = postgres.start_server(directory)
     yield catalogs
     server.cleanup()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture
