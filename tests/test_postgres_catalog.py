@@ -53,12 +53,12 @@ def test_the_catalog_is_postgres(on_postgres, tmp_path):
     "strategy",
     [
         scenarios(2),
-        scenarios(1, kind="min_max"),
+        scenarios(1, kind="min"),
         scenarios(1, shape="distinct"),
         scenarios(3, outer=True),
         scenarios(2, transactions=True),
     ],
-    ids=["joins", "min_max", "distinct", "outer_joins", "transactions"],
+    ids=["joins", "min", "distinct", "outer_joins", "transactions"],
 )
 def test_properties_on_postgres(on_postgres, strategy):
     settings(max_examples=EXAMPLES)(given(strategy)(check))()
