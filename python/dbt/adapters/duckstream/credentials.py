@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from dbt.adapters.duckdb.credentials import DuckDBCredentials
 
-from duckstream.engines.ducklake.extension import extension_path
+from duckstream.engines.ducklake.extension import extension_path, loadable_path
 
 
 def _names(extension: object, name: str) -> bool:
@@ -39,7 +39,7 @@ class DuckstreamCredentials(DuckDBCredentials):
             extensions = [extension_path("ducklake"), *extensions]
         postgres = any(p.startswith("ducklake:postgres:") for p in _attach_paths(self))
         if postgres and not any(_names(e, "postgres") for e in extensions):
-            extensions = [extension_path("postgres"), *extensions]
+            extensions = [loadable_path("postgres"), *extensions]
         self.extensions = extensions or self.extensions
 
     @property
