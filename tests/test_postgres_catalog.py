@@ -255,3 +255,38 @@ def test_writers_in_other_processes(on_postgres, tmp_path, inlining):
         _equal(con, plan, view["view_sql"])
     con.close()
     print(f"rounds {rounds} ({dict(paths)}), checks {checked}, conflicts {conflicts};", refreshed)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "incremental"])
+def test_deletions_labelled_before_their_commit_are_not_lost(on_postgres, tmp_path, strategy):
+    """DuckLake 1.5.5 labels deletions a transaction adds to a data file's delete file with
+    the snapshot it started from + 1. W starts, deletes (a second delete on the file); another
+    commit lands (snapshot S + 1) and a refresh moves the view's cursors to it; W commits as
+    S + 2 with its deletion labelled S + 1, at the cursor: the next window, (S + 1, S + 2],
+    would miss it. duckstream sees it: ``incremental`` requires a rebuild, ``auto`` rebuilds."""
+    directory = str(tmp_path / "lake")
+    a = _lake(directory)
+    a.execute("CALL lake.set_option('data_inlining_row_limit', 0)")  # before w attaches
+    w = connect_ducklake(directory, "lake")
+    try:
+        a.execute("INSERT INTO lake.main.t1 SELECT i % 4, 100 + i FROM range(20) AS r(i)")
+        a.execute("DELETE FROM lake.main.t1 WHERE v = 100")  # the data file's first delete file
+        plan = _plan(a, "v_join", known_schema=True)
+        setup(a, plan)
+        w.execute("BEGIN TRANSACTION")
+        w.execute("DELETE FROM lake.main.t1 WHERE v = 101")  # merged with the first: label S + 1
+        a.execute("INSERT INTO lake.main.t2 VALUES (3, 30)")  # snapshot S + 1
+        assert refresh(a, plan, strategy="incremental").strategy == "incremental"
+        w.execute("COMMIT")  # snapshot S + 2
+        if strategy == "incremental":
+            with pytest.raises(
+                RebuildRequired, match="DuckLake labelled deletions of lake.main.t1"
+            ):
+                refresh(a, plan, strategy="incremental")
+        else:
+            report = refresh(a, plan, strategy="auto")
+            assert report.strategy == "full" and "labelled deletions" in report.reason
+            _equal(a, plan, VIEWS["v_join"])
+    finally:
+        a.close()
+        w.close()
