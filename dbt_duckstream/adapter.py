@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from dbt.adapters.base import AdapterPlugin
@@ -24,6 +25,7 @@ from dbt_duckstream.model import ModelError, ModelRequest, statement
 from dbt_duckstream.outcome import log_line
 from dbt_duckstream.plans import PlanCache
 from duckstream.errors import DuckstreamError
+from duckstream.explain import explain
 
 
 def plugin(adapter: Any, credentials: Any, include_path: str, dependency: str) -> AdapterPlugin:
@@ -146,6 +148,33 @@ class IVMAdapter(metaclass=AdapterMeta):
         connections = self.connections  # ty: ignore[missing-attribute]  (the dbt adapter's)
         if connections.get_thread_connection().transaction_open:
             connections.commit()
+
+    @available.parse_none
+    def ivm_explain(self, relation: Any) -> str:
+        """How the model whose table is ``relation`` is maintained (:mod:`duckstream.explain`),
+        from the SQL it was last built with (its state), logged at info level: ``dbt
+        run-operation duckstream_explain --args '{model: <name>}'``."""
+        backend = self._ivm_backend()
+        request = ModelRequest(
+            name=relation.identifier,
+            database=relation.database or "",
+            schema=relation.schema,
+            identifier=relation.identifier,
+            sql="",
+        )
+        try:
+            found = backend.look(request)
+            if found.state is None or found.state.mode != "ivm":
+                raise ModelError(
+                    f"duckstream_explain: {relation.render()} was not built by duckstream's"
+                    " incremental_ivm (run the model first)"
+                )
+            view_sql, arguments = backend.compile_args(replace(request, sql=found.state.model_sql))
+            text = explain(view_sql, **arguments).text()
+        except (ModelError, DuckstreamError) as error:
+            raise DbtRuntimeError(str(error)) from None
+        self.ivm_logger.info(f"duckstream explain of {relation.render()}:\n{text}")
+        return text
 
     @available.parse_none
     def ivm_equivalence_sql(self, relation: Any, float_digits: int | None = 12) -> str:

@@ -73,6 +73,11 @@ class Backend(Protocol):
         raises ``UnsupportedSQLError`` / ``ViewSQLError``."""
         ...
 
+    def compile_args(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+        """The view SQL ``compile`` compiles and ``compile_ivm``'s other arguments but the
+        naming (what ``explain`` explains)."""
+        ...
+
     def plan_key(self, request: ModelRequest) -> str | None:
         """What the model's plan is compiled from, as a key (:mod:`dbt_duckstream.plans`),
         from what :meth:`look` read; None: compile every run."""
@@ -87,9 +92,12 @@ class Backend(Protocol):
         """Whether the table's columns (hidden ones included) are those ``plan`` creates."""
         ...
 
-    def build(self, request: ModelRequest, plan: object, state: State, *, replace: bool) -> None:
+    def build(
+        self, request: ModelRequest, plan: object, state: State, *, replace: bool, reason: str
+    ) -> None:
         """Create (``replace``) or refill the table at pinned snapshots, record the cursors
-        and ``state``; in one transaction where the engine has them."""
+        and ``state`` (and ``reason``, why it is built, in the view's history); in one
+        transaction where the engine has them."""
         ...
 
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
@@ -183,7 +191,7 @@ def _build(
     decision: Decision,
     clock: _Clock,
 ) -> Outcome:
-    backend.build(request, plan, state, replace=decision.replace)
+    backend.build(request, plan, state, replace=decision.replace, reason=decision.reason)
     clock.lap("build")
     first = decision.reason == FIRST_RUN
     rows = backend.count(request)

@@ -243,8 +243,10 @@ RESTORING = {
 
 
 def _same(statements: list[str]) -> list[str]:
-    """``statements`` without the times they record (:class:`~duckstream.plan.Measure`)."""
-    return [re.sub(r'"ms": [0-9.]+', '"ms": _', s) for s in statements]
+    """``statements`` without the times they record (:class:`~duckstream.plan.Measure`: the
+    history entry's time and phases)."""
+    timed = [re.sub(r'"ms": ?[0-9.]+', '"ms": _', s) for s in statements]
+    return [re.sub(r'"phases":\[(\[[^\]]*\],?)*\]', '"phases": _', s) for s in timed]
 
 
 def _temp_tables(con: Any) -> int:

@@ -51,7 +51,13 @@ def test_status_lists_views_with_their_lag_and_refreshes(tmp_path, capsys):
     later = total.last.at + datetime.timedelta(minutes=3)
     text = status_text(views_status(con, "dl"), now=later)
     assert "dl.main.listed | up to date |" in text
-    assert "dl.main.totals | 1 snapshots, oldest" in text and "| full |" in text
+    assert "dl.main.totals | 1 snapshots, oldest" in text and "| rebuild |" in text
+    # the last refreshes from the history: path, why, rows in and out
+    assert "nothing to apply (auto: other +1/-1" in text  # "listed": its changes netted away
+    assert ": rebuild (full: requested), in ?, out +4 -3," in text
+    assert ": incremental (incremental: requested), in 1, out +1 -0," in text
+    assert ": rebuild (first build), in ?, out +2 -0," in text
+    assert f"dl.main.totals: cursors dl.main.facts at {total.cursors['dl.main.facts']}" in text
     con.close()
 
     assert main(["status", directory, "--catalog", "dl"]) == 0

@@ -6,14 +6,19 @@ DuckDB, with the DuckLake catalog attached, the script builds the view, maintain
 reads it; ``maintain`` alone is what to run after each batch of source changes. ``--pretty``
 reformats each statement with sqlglot (for reading; the default is the exact rendering).
 
+``python -m duckstream explain "<sql>" [--schema JSON-or-file] [--engine duckdb|spark]`` says
+how the view is maintained, per operator (:mod:`duckstream.explain`).
+
 ``python -m duckstream status <lake>`` lists the maintained views of a DuckLake catalog (a lake
 directory as ``attach_ducklake`` lays it out, or an ATTACH target such as
 ``ducklake:postgres:dbname=lake``): how far behind its sources each is, and its recent
-refreshes (the path, how long it took), read from the catalog's snapshot log."""
+refreshes (the path, why, rows in and out, how long it took), read from the catalog's snapshot
+log; ``--engine spark <warehouse> --namespace db``: the same for an Iceberg namespace."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -34,14 +39,34 @@ def main(argv: list[str] | None = None) -> int:
     compile_cmd.add_argument(
         "--pretty", action="store_true", help="reformat each statement (for reading)"
     )
-    status_cmd = commands.add_parser("status", help="list a DuckLake catalog's maintained views")
-    status_cmd.add_argument("lake", help="a lake directory, or a DuckLake ATTACH target")
+    explain_cmd = commands.add_parser("explain", help="how a view is maintained, per operator")
+    explain_cmd.add_argument("sql", help="the view's SELECT (or - to read it from stdin)")
+    explain_cmd.add_argument("--engine", default="duckdb", choices=["duckdb", "spark"])
+    explain_cmd.add_argument(
+        "--schema", help="the sources' columns, sqlglot's {table: {column: type}}: JSON or a file"
+    )
+    explain_cmd.add_argument("--mv-name", default="mv")
+    explain_cmd.add_argument("--mv-catalog", default=None, help="default: dl (duckdb), lake")
+    explain_cmd.add_argument("--mv-schema", default=None, help="default: main (duckdb), db")
+    explain_cmd.add_argument("--json", action="store_true", help="print it as JSON")
+    status_cmd = commands.add_parser("status", help="list a catalog's maintained views")
+    status_cmd.add_argument(
+        "lake",
+        help="a lake directory, or a DuckLake ATTACH target; with --engine spark, the"
+        " warehouse directory of a local session's Iceberg catalog",
+    )
+    status_cmd.add_argument("--engine", default="duckdb", choices=["duckdb", "spark"])
     status_cmd.add_argument("--catalog", default="lake", help="the name to attach it as")
     status_cmd.add_argument("--data-path", help="DATA_PATH, for an ATTACH target")
+    status_cmd.add_argument("--namespace", default="db", help="the Iceberg namespace (spark)")
     status_cmd.add_argument("--recent", type=int, default=5, help="refreshes to list per view")
     args = parser.parse_args(argv)
+    if args.command == "status" and args.engine == "spark":
+        return spark_status(args.lake, args.catalog, args.namespace, args.recent)
     if args.command == "status":
         return status(args.lake, args.catalog, args.data_path, args.recent)
+    if args.command == "explain":
+        return explain(args)
     sql = sys.stdin.read() if args.sql == "-" else args.sql
     try:
         plan = compile_ivm(
@@ -86,4 +111,50 @@ def status(lake: str, catalog: str, data_path: str | None, recent: int) -> int:
         print(status_text(views_status(con, catalog, recent)))
     finally:
         con.close()
+    return 0
+
+
+def explain(args: argparse.Namespace) -> int:
+    from duckstream.explain import explain as explained
+
+    spark = args.engine == "spark"
+    sql = sys.stdin.read() if args.sql == "-" else args.sql
+    schema = None
+    if args.schema:
+        path = Path(args.schema)
+        text = path.read_text() if path.is_file() else args.schema
+        try:
+            schema = json.loads(text)
+        except json.JSONDecodeError as error:
+            print(f"duckstream: --schema is neither a file nor JSON: {error}", file=sys.stderr)
+            return 2
+    try:
+        found = explained(
+            sql,
+            mv_name=args.mv_name,
+            mv_catalog=args.mv_catalog or ("lake" if spark else "dl"),
+            mv_schema=args.mv_schema or ("db" if spark else "main"),
+            dialect=args.engine,
+            schema=schema,
+        )
+    except DuckstreamError as error:
+        print(f"duckstream: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(found.as_dict(), indent=2) if args.json else found.text())
+    return 0
+
+
+def spark_status(warehouse: str, catalog: str, namespace: str, recent: int) -> int:
+    """The status of an Iceberg namespace, in a local Spark session over ``warehouse`` (its
+    catalog is ``lake``; on a cluster, call
+    :func:`duckstream.engines.iceberg.status.views_status` with your own session)."""
+    from duckstream.engines.iceberg.session import local_session
+    from duckstream.engines.iceberg.status import views_status
+    from duckstream.status import status_text
+
+    if not Path(warehouse).is_dir():
+        print(f"duckstream: no warehouse directory at {warehouse!r}", file=sys.stderr)
+        return 2
+    spark = local_session(str(Path(warehouse).resolve()))
+    print(status_text(views_status(spark, catalog, namespace, recent)))
     return 0

@@ -6,6 +6,7 @@ parse -> normalize (one rewrite per module) -> operator tree -> sink -> statemen
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
@@ -109,6 +110,87 @@ def _compile(
     sources: dict[str, dict] | None,
     schema: dict | None,
 ) -> IVMPlan:
+    tree = build_tree(view_sql, engine, naming, mv_catalog, mv_schema, dialect, sources, schema)
+    select, found, ctx, target, sink = tree.select, tree.found, tree.ctx, tree.target, tree.sink
+    recomputed, references = tree.recomputed, tree.references
+    view = _fill_view(engine, found, select, recomputed, grouped=isinstance(sink, GroupedSink))
+    inserts = sink.populate(view)
+    view_name = (target.catalog, target.schema, target.name)
+    initialize: list[Step] = [
+        Begin(),
+        *engine.pin_for_initialize(),
+        *engine.populate(inserts),
+        *engine.record_cursors(),
+        Commit(view_name),
+    ]
+    maintain: list[Step] = [
+        Begin(),
+        *engine.pin_window(),
+        *engine.prepare_changes(),
+        *sink.maintain(),
+        Applied(),
+        *engine.advance_cursors(),
+        Commit(view_name),
+    ]
+    steps: dict[str, list[Step]] = {
+        "create_cursors_table": [Sql(engine.create_cursors_table())],
+        "create_mv": [engine.statement(sink.create_mv())],
+        "initialize_cursors": [
+            *engine.before_fill(),
+            *with_cleanup(initialize, engine.drop),
+            *engine.after_fill(inserts),
+        ],
+        "maintain": with_cleanup(maintain, engine.drop),
+        "query_mv": [engine.statement(sink.query_mv())],
+    }
+    rendered = {name: [t for s in steps[name] for t in engine.render(s)] for name in PROTOCOL}
+    by_name = {s.fqn: s for s in found.values()}
+    sources_read = list(found.values())
+    return IVMPlan(
+        view_sql=engine.sql(select),
+        create_cursors_table=rendered["create_cursors_table"][0],
+        create_mv=rendered["create_mv"][0],
+        initialize_cursors=rendered["initialize_cursors"],
+        maintain=rendered["maintain"],
+        query_mv=rendered["query_mv"][0],
+        steps=steps,
+        sources=list(references),
+        features=ctx.features,
+        mv_table=target.fqn,
+        cursors_table=target.cursors_fqn,
+        output_columns=sink.visible_columns(),
+        dialect=dialect,
+        maintain_reads=source_reads(maintain, sources_read, lambda n: engine.changed(by_name[n])),
+        rebuild_reads=source_reads(inserts, sources_read, lambda _: None),
+    )
+
+
+@dataclass
+class Tree:
+    """A view compiled up to its operator tree and sink, before any SQL is made (what
+    ``python -m duckstream explain`` walks): the normalized SELECT (and the recomputation's
+    form, when it differs), its sources, the tree's context and the sink over the tree."""
+
+    select: exp.Select
+    recomputed: exp.Query | None
+    found: dict[str, Source]
+    references: dict[PlanSource, None]
+    ctx: Context
+    target: Target
+    sink: Sink
+
+
+def build_tree(
+    view_sql: str,
+    engine: Engine,
+    naming: Naming,
+    mv_catalog: str,
+    mv_schema: str,
+    dialect: str,
+    sources: dict[str, dict] | None,
+    schema: dict | None,
+) -> Tree:
+    """Parse, normalize and build the operator tree and sink of ``view_sql``."""
     parsed = parse_view(view_sql, dialect)
     select, recompute = normalize_forms(
         parsed,
@@ -163,56 +245,7 @@ def _compile(
         from duckstream.tree.project import Project
 
         sink = BagSink(ctx, Project(parts.block, parts.items, parts.names))
-    view = _fill_view(engine, found, select, recomputed, grouped=isinstance(sink, GroupedSink))
-    inserts = sink.populate(view)
-    view_name = (target.catalog, target.schema, target.name)
-    initialize: list[Step] = [
-        Begin(),
-        *engine.pin_for_initialize(),
-        *engine.populate(inserts),
-        *engine.record_cursors(),
-        Commit(view_name),
-    ]
-    maintain: list[Step] = [
-        Begin(),
-        *engine.pin_window(),
-        *engine.prepare_changes(),
-        *sink.maintain(),
-        Applied(),
-        *engine.advance_cursors(),
-        Commit(view_name),
-    ]
-    steps: dict[str, list[Step]] = {
-        "create_cursors_table": [Sql(engine.create_cursors_table())],
-        "create_mv": [engine.statement(sink.create_mv())],
-        "initialize_cursors": [
-            *engine.before_fill(),
-            *with_cleanup(initialize, engine.drop),
-            *engine.after_fill(inserts),
-        ],
-        "maintain": with_cleanup(maintain, engine.drop),
-        "query_mv": [engine.statement(sink.query_mv())],
-    }
-    rendered = {name: [t for s in steps[name] for t in engine.render(s)] for name in PROTOCOL}
-    by_name = {s.fqn: s for s in found.values()}
-    sources_read = list(found.values())
-    return IVMPlan(
-        view_sql=engine.sql(select),
-        create_cursors_table=rendered["create_cursors_table"][0],
-        create_mv=rendered["create_mv"][0],
-        initialize_cursors=rendered["initialize_cursors"],
-        maintain=rendered["maintain"],
-        query_mv=rendered["query_mv"][0],
-        steps=steps,
-        sources=list(references),
-        features=ctx.features,
-        mv_table=target.fqn,
-        cursors_table=target.cursors_fqn,
-        output_columns=sink.visible_columns(),
-        dialect=dialect,
-        maintain_reads=source_reads(maintain, sources_read, lambda n: engine.changed(by_name[n])),
-        rebuild_reads=source_reads(inserts, sources_read, lambda _: None),
-    )
+    return Tree(select, recomputed, found, references, ctx, target, sink)
 
 
 def _fill_view(

@@ -111,6 +111,8 @@ class Shop:
             result = dbtRunner(callbacks=[collect]).invoke(argv)
         invocation = Invocation(list(args), result.success, time.perf_counter() - started, log=log)
         for node in getattr(result.result, "results", None) or []:
+            if getattr(node, "node", None) is None:  # run-operation's result: no node
+                continue
             invocation.nodes[node.node.name] = (
                 str(node.status),
                 str(node.message or ""),

@@ -172,7 +172,7 @@ class FakeBackend:
     def same_layout(self, request, plan):
         return self.layout
 
-    def build(self, request, plan, state, *, replace):
+    def build(self, request, plan, state, *, replace, reason):
         self.calls.append(("build", replace, state.plan_hash))
         self.executed.append("CREATE TABLE ...")
 

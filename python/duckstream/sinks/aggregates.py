@@ -44,6 +44,18 @@ def _col(name: str, table: str) -> exp.Column:
     return exp.column(name, table=table)
 
 
+# How each kind is kept, in a line (``python -m duckstream explain``: the table above).
+KEPT = {
+    "count_star": "old + Δ (the group's row count)",
+    "count": "old + Δ (non-NULL count)",
+    "sum": "old + Δ (sum and non-NULL count)",
+    "avg": "sum / count, each old + Δ",
+    "min": "least(old, Δ) on insert; the group rescanned when its extreme may be deleted",
+    "max": "greatest(old, Δ) on insert; the group rescanned when its extreme may be deleted",
+    "holistic": "the groups the delta touches rescanned from the sources",
+}
+
+
 @dataclass
 class AggregateSpec:
     """One distinct aggregate call of the view, numbered ``index``."""

@@ -9,6 +9,8 @@ net count is positive, under fresh ``_ivm_row`` numbers.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Version
@@ -21,6 +23,12 @@ ROW = "_ivm_row"
 
 
 class BagSink(Sink):
+    # how the view's table is kept, in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = (
+        "rows kept with their duplicates, each numbered by _ivm_row;"
+        " the delta netted by content, then that many copies deleted or inserted"
+    )
+
     def __init__(self, ctx: Context, relation: Relation) -> None:
         super().__init__(ctx)
         self.relation = relation

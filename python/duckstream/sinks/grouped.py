@@ -13,6 +13,8 @@ has rows and passes HAVING. A global aggregate always has exactly one row.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Version
@@ -27,6 +29,12 @@ COUNT = "_ivm_count"
 
 
 class GroupedSink(Sink):
+    # how the view's table is kept, in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = (
+        "one row per group with hidden state: Δ aggregated per group and merged with the old row;"
+        " the groups it cannot merge rescanned, then the touched groups replaced"
+    )
+
     def __init__(
         self,
         ctx: Context,

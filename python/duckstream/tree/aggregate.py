@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -217,6 +218,11 @@ def regroup_delta(
 
 @dataclass
 class Aggregate(Relation):
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = (
+        "γ(R_new ⋉ affected) − γ(R_old ⋉ affected): "
+        "the groups the delta touches recomputed at both snapshots"
+    )
     input: Block
     groups: list[exp.Expr]
     items: list[exp.Expr]

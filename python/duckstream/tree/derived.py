@@ -11,6 +11,7 @@ filter the other relations by those keys, as they do for a source's changes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -20,6 +21,8 @@ from duckstream.tree.base import Context, Leaf, Relation, aliased, mult_column
 
 @dataclass
 class Derived(Leaf):
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = "ρ(ΔQ): the subquery's own delta, renamed"
     query: Relation
     alias_node: exp.TableAlias
 

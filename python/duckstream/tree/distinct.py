@@ -11,6 +11,7 @@ top of a view, DISTINCT is a GROUP BY of every column with a hidden row count in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -21,6 +22,11 @@ from duckstream.tree.base import Block, Context, Relation, Term, union_all
 
 @dataclass
 class Distinct(Relation):
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = (
+        "δ(R_new ⋉ affected) − δ(R_old ⋉ affected): "
+        "the rows the delta touches recounted at both snapshots"
+    )
     input: Block
     items: list[exp.Expr]
     names: list[str]

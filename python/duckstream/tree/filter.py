@@ -8,6 +8,7 @@ each side is filtered on its own values.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -17,6 +18,8 @@ from duckstream.tree.base import Block, Context, Term, column_tables
 
 @dataclass
 class Filter(Block):
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = "σp(ΔR): the predicate applied to every delta row"
     input: Block
     predicate: exp.Expr
 

@@ -26,6 +26,7 @@ and are grouped by every column (GROUP BY puts NULLs in one group).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot import exp, parse_one
 
@@ -51,6 +52,10 @@ def _number(value: int) -> exp.Expr:
 
 @dataclass
 class IntersectExcept(Relation):
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = (
+        "f(a_new, b_new) − f(a_old, b_old) for the rows either branch's delta touches"
+    )
     operation: str  # "intersect" or "except"
     all: bool
     left: Relation

@@ -41,6 +41,7 @@ Example: ``r ⟕ s`` with r = {1}, s = {1} holds (1, 1). Delete s's row: ``J_new
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -121,6 +122,12 @@ class _Part:
 @dataclass
 class Join(Block):
     """The FROM clause as a template: each leaf replaced by a placeholder ``:i``."""
+
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = (
+        "Σi R1_new ⋈ … ⋈ ΔRi ⋈ R(i+1)_old ⋈ …; "
+        "outer joins add the NULL-extended rows of the touched join keys at both snapshots"
+    )
 
     from_: exp.Expr
     joins: tuple[exp.Join, ...]

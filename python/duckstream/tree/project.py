@@ -9,6 +9,7 @@ multiplicities and netted by whoever applies the delta.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -18,6 +19,8 @@ from duckstream.tree.base import Block, Context, Relation, union_all
 
 @dataclass
 class Project(Relation):
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = "π(ΔR): each delta row projected, its multiplicity kept"
     input: Block
     items: list[exp.Expr]  # aliased select items
     names: list[str]

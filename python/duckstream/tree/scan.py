@@ -9,6 +9,7 @@ raw lets the engine push the view's filters and columns into the change read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -18,6 +19,8 @@ from duckstream.tree.base import Context, Leaf, aliased, mult_column
 
 @dataclass
 class Scan(Leaf):
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = "ΔR: the rows of the change feed in the window, +1 inserted, -1 deleted"
     source: Source
     alias_node: exp.TableAlias
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -47,6 +48,8 @@ def stack(queries: Sequence[exp.Query], tags: Sequence[Sequence[exp.Expr]] = ())
 
 @dataclass
 class UnionAll(Relation):
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = "ΔA ⊎ ΔB: the branches' deltas stacked"
     inputs: list[Relation]
 
     def sources(self) -> list[Source]:

@@ -22,6 +22,7 @@ rows whose number changed leave and enter the view.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -55,6 +56,11 @@ def partition_keys(items: list[exp.Expr]) -> list[exp.Expr]:
 
 @dataclass
 class Window(Relation):
+    # its delta rule in a line (``python -m duckstream explain``)
+    rule: ClassVar[str] = (
+        "ω(R_new ⋉ touched) − ω(R_old ⋉ touched): "
+        "the partitions the delta touches recomputed at both snapshots"
+    )
     input: Block
     items: list[exp.Expr]
     names: list[str]

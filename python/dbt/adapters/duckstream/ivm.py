@@ -167,6 +167,7 @@ class DuckLakeBackend:
         self.engine_phases: list[Phase] = []
         self.read: tuple[list[TableKey], CatalogRead] = ([], CatalogRead(None, set(), {}, []))
         self.request: ModelRequest | None = None  # the model look() was asked about
+        self.expanded = ""  # the view SQL compile_args() made last, its views inlined
 
     def look(self, request: ModelRequest, plan: object | None = None) -> Found:
         """In one read transaction: the catalog (is the model's database a DuckLake, do its
@@ -182,6 +183,19 @@ class DuckLakeBackend:
         return Found(table=request.identifier in names, state=state)
 
     def compile(self, request: ModelRequest) -> tuple[IVMPlan, Compiled]:
+        view_sql, arguments = self.compile_args(request)
+        plan = compile_ivm(
+            view_sql,
+            naming=Naming(mv_name=request.identifier, cursors_name=request.cursors_name),
+            **arguments,
+        )
+        return plan, Compiled(plan_hash(plan), list(plan.output_columns), self.expanded)
+
+    def compile_args(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+        """The view SQL the model compiles to and ``compile_ivm``'s other arguments (where
+        the table goes, the sources' columns): the model's SQL with the views it reads
+        inlined (kept as :attr:`expanded`, the state's view SQL), its outputs named as DuckDB
+        names them."""
         try:
             view_sql = expand_views(
                 request.sql, self.views, catalog=request.database, schema=request.schema
@@ -191,15 +205,15 @@ class DuckLakeBackend:
                 "sql_syntax", f"duckstream cannot read the SQL: {error}"
             ) from None
         described = self.con.execute(f"SELECT * FROM (\n{request.sql}\n) LIMIT 0").description
-        plan = compile_ivm(
-            name_outputs(view_sql, [d[0] for d in described]),
-            mv_name=request.identifier,
-            mv_catalog=request.database,
-            mv_schema=request.schema,
-            naming=Naming(mv_name=request.identifier, cursors_name=request.cursors_name),
-            schema=schema_of(self.con, view_sql, catalog=request.database, schema=request.schema),
-        )
-        return plan, Compiled(plan_hash(plan), list(plan.output_columns), view_sql)
+        self.expanded = view_sql
+        return name_outputs(view_sql, [d[0] for d in described]), {
+            "mv_name": request.identifier,
+            "mv_catalog": request.database,
+            "mv_schema": request.schema,
+            "schema": schema_of(
+                self.con, view_sql, catalog=request.database, schema=request.schema
+            ),
+        }
 
     def plan_key(self, request: ModelRequest) -> str:
         """The model's SQL, where its table and cursors go, and duckstream's code: what
@@ -241,11 +255,18 @@ class DuckLakeBackend:
         ]
         return wanted == _column_types(self.con, request)
 
-    def build(self, request: ModelRequest, plan: object, state: State, *, replace: bool) -> None:
+    def build(
+        self, request: ModelRequest, plan: object, state: State, *, replace: bool, reason: str
+    ) -> None:
         assert isinstance(plan, IVMPlan)
         with_state = _write_state(request, state)
         self.engine_phases = strategy.rebuild(
-            self.recording, plan, replace=replace, before_commit=with_state, run=_run
+            self.recording,
+            plan,
+            replace=replace,
+            before_commit=with_state,
+            run=_run,
+            reason=f"dbt: {reason}",
         )
 
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:

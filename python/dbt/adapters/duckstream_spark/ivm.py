@@ -24,6 +24,7 @@ transactions: a build writes its state after the commit that fills the table.
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -40,13 +41,17 @@ from duckstream.engines.iceberg.estimate import choose
 from duckstream.engines.iceberg.runner import (
     RebuildRequired,
     changed_sources,
+    changes_in,
     check_not_cached,
+    fill,
+    history_entry,
     run_steps,
     setup,
 )
 from duckstream.engines.iceberg.schema import schema_of
 from duckstream.engines.iceberg.window import read_logs
 from duckstream.plan import IVMPlan, Naming
+from duckstream.refresh import Phase, RefreshReport
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -93,17 +98,27 @@ class IcebergBackend:
         return Found(table=True, state=read_state(self.spark, table))
 
     def compile(self, request: ModelRequest) -> tuple[IVMPlan, Compiled]:
+        view_sql, arguments = self.compile_args(request)
         plan = compile_ivm(
-            request.sql,
-            dialect="spark",
-            mv_catalog=self.catalog,
-            mv_schema=request.schema,
+            view_sql,
             naming=Naming(mv_name=request.identifier, cursors_name=request.cursors_name),
-            # The sources' columns: ``select *`` over a source expands, and refreshes read
-            # only the columns the model uses.
-            schema=schema_of(self.spark, request.sql, catalog=self.catalog, schema=request.schema),
+            **arguments,
         )
         return plan, Compiled(plan_hash(plan), list(plan.output_columns), request.sql)
+
+    def compile_args(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+        """The view SQL (the model's) and ``compile_ivm``'s other arguments."""
+        return request.sql, {
+            "dialect": "spark",
+            "mv_name": request.identifier,
+            "mv_catalog": self.catalog,
+            "mv_schema": request.schema,
+            # The sources' columns: ``select *`` over a source expands, and refreshes read
+            # only the columns the model uses.
+            "schema": schema_of(
+                self.spark, request.sql, catalog=self.catalog, schema=request.schema
+            ),
+        }
 
     def plan_key(self, request: ModelRequest) -> str | None:
         """None: the plan is compiled every run (Spark's own costs dwarf the compile's;
@@ -127,18 +142,22 @@ class IcebergBackend:
             (f.name, f.dataType.simpleString()) for f in current
         ]
 
-    def build(self, request: ModelRequest, plan: object, state: State, *, replace: bool) -> None:
+    def build(
+        self, request: ModelRequest, plan: object, state: State, *, replace: bool, reason: str
+    ) -> None:
         assert isinstance(plan, IVMPlan)
         if replace:
-            setup(self.recording, plan)
+            setup(self.recording, plan, f"dbt: {reason}")
         else:
             self.recording.sql(plan.create_cursors_table)
-            run_steps(self.recording, plan.steps["initialize_cursors"])
+            fill(self.recording, plan, f"dbt: {reason}")
         _write_state(self.recording, self.table(request), state)
 
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
         assert isinstance(plan, IVMPlan)
         reason = ""
+        started = time.perf_counter()
+        report = RefreshReport("incremental", request.strategy, "requested")
         # One read of the tables' metadata: the estimate's and the pin's (no Spark job)
         logs = read_logs(self.spark, plan.mv_table, plan.tables)
         if request.strategy in ("auto", "full"):
@@ -152,8 +171,12 @@ class IcebergBackend:
                 return self._rebuild(request, plan, state, f"auto: {report.reason}")
             reason = f"auto: {report.reason}" if request.strategy == "auto" else ""
         check_not_cached(self.spark, plan)
+        phases: list[Phase] = []
+        entry = history_entry(report, phases, changes_in(plan, report, logs), started)
         try:
-            values = run_steps(self.recording, plan.steps["maintain"], logs=logs)
+            values = run_steps(
+                self.recording, plan.steps["maintain"], logs=logs, phases=phases, entry=entry
+            )
         except RebuildRequired as error:
             return self._rebuild(request, plan, state, error.reason)
         changed, sources = changed_sources(values)
@@ -163,7 +186,7 @@ class IcebergBackend:
 
     def _rebuild(self, request: ModelRequest, plan: IVMPlan, state: State, why: str) -> Refreshed:
         """Refill the table in place with its cursors (one commit), and record the state."""
-        run_steps(self.recording, plan.steps["initialize_cursors"])
+        fill(self.recording, plan, why)
         _write_state(self.recording, self.table(request), state)
         return Refreshed("full", why)
 

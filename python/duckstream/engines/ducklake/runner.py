@@ -39,7 +39,6 @@ DuckLake's COMMIT 1; no change: 11.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 import threading
@@ -47,7 +46,7 @@ import time
 import warnings
 from collections.abc import Callable, Generator, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from sqlglot import exp
@@ -59,6 +58,7 @@ from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.engine import render
 from duckstream.engines.ducklake.estimate import estimate
 from duckstream.errors import DuckstreamError, RebuildRequired
+from duckstream.history import FIRST_BUILD, Entry, phase_list
 from duckstream.plan import (
     Applied,
     Begin,
@@ -232,30 +232,108 @@ def _log(what: str, plan: IVMPlan, report: RefreshReport | None, phases: list[Ph
     )
 
 
+@dataclass
+class Tally:
+    """Rows in and out of one refresh, counted from what its statements report (no read):
+    each change copy's netted rows (by source), the view's rows written and removed."""
+
+    changes: dict[str, int] = field(default_factory=dict)
+    inserted: int = 0
+    deleted: int = 0
+
+
+_tally: ContextVar[Tally | None] = ContextVar("duckstream_tally", default=None)
+
+
+@contextlib.contextmanager
+def tallying(tally: Tally) -> Generator[Tally]:
+    """Count the rows in and out of the statements run inside into ``tally``."""
+    token = _tally.set(tally)
+    try:
+        yield tally
+    finally:
+        _tally.reset(token)
+
+
+def _count(step: Step, rows: int | None) -> None:
+    """Add a statement's reported rows to the refresh's tally: a change copy's, or a write
+    to the view's table (``step`` a DML statement of the plan before the cursors)."""
+    tally = _tally.get()
+    if tally is None or rows is None:
+        return
+    if isinstance(step, CreateTemp) and step.changes_of is not None:
+        tally.changes[step.changes_of] = tally.changes.get(step.changes_of, 0) + rows
+    elif isinstance(step, Sql) and _is(step.statement, "DELETE"):
+        tally.deleted += rows
+    elif isinstance(step, Sql) and _is(step.statement, "INSERT"):
+        tally.inserted += rows
+    elif isinstance(step, Sql) and _is(step.statement, "UPDATE"):
+        tally.inserted, tally.deleted = tally.inserted + rows, tally.deleted + rows
+
+
 @dataclass(frozen=True)
 class _Clock:
-    """The path being run, the model's cost of it (None: not estimated), and when it began."""
+    """The path being run, the model's cost of it (None: not estimated), when it began, and
+    what the history entry says of it (:mod:`duckstream.history`): asked for what, why."""
 
     path: str
     cost: float | None
     start: float
+    requested: str = ""
+    reason: str = ""
+    estimated: dict[str, int] | None = None  # rows in per source, the catalog's estimate
 
     def measurement(self) -> str:
+        """The history entry the cursors' commit carries (:class:`~duckstream.history.Entry`;
+        its ``path``, ``ms`` and ``cost`` are auto's measurement)."""
         ms = (time.perf_counter() - self.start) * 1000
-        return json.dumps({"path": self.path, "ms": round(ms, 3), "cost": self.cost})
+        tally = _tally.get() or Tally()
+        changes = tally.changes if tally.changes or self.estimated is None else self.estimated
+        entry = Entry(
+            self.path,
+            self.requested,
+            self.reason,
+            dict(changes),
+            tally.inserted,
+            tally.deleted,
+            phase_list(_profile.get() or []),
+            round(ms, 3),
+            self.cost,
+        )
+        return entry.to_json()
 
 
 _clock: ContextVar[_Clock | None] = ContextVar("duckstream_clock", default=None)
 
 
 @contextlib.contextmanager
-def measuring(path: str, cost: float | None = None, spent: float = 0.0) -> Generator[None]:
+def measuring(
+    path: str,
+    cost: float | None = None,
+    spent: float = 0.0,
+    report: RefreshReport | None = None,
+    reason: str = "",
+) -> Generator[None]:
     """Time the statements run inside as ``path``: the cursors' commit records how long they
     took up to it (:class:`~duckstream.plan.Measure`), plus ``spent`` seconds of the path's
-    work done before (auto's change copies), for auto's next decisions."""
-    token = _clock.set(_Clock(path, cost, time.perf_counter() - spent))
+    work done before (auto's change copies), for auto's next decisions; with the refresh's
+    history entry: ``report``'s request and reason (``reason`` without one), the rows
+    counted (:func:`tallying`: a tally of its own unless one is being kept)."""
+    clock = _Clock(
+        path,
+        cost,
+        time.perf_counter() - spent,
+        report.requested if report is not None else "",
+        report.reason if report is not None else reason,
+        None if report is None or not report.sources else report.change_rows,
+    )
+    token = _clock.set(clock)
     try:
-        yield
+        if _tally.get() is None:
+            with tallying(Tally()):
+                yield
+        else:
+            yield
     finally:
         _clock.reset(token)
 
@@ -487,7 +565,7 @@ def _writes_lake(step: Step) -> bool:
 
 def _run_statements(con: Connection, statements: list[str] | list[Step], opened: bool) -> None:
     own = opened
-    ended = skipping = to_applied = stopped = advancing = unchanged = False
+    ended = skipping = to_applied = stopped = advancing = unchanged = applied = False
     wrote = False  # a statement of this run wrote rows to a DuckLake table: a snapshot
     begun, made = opened, opened  # ``made``: a temporary table may exist from this run
     copies: list[CreateTemp] = []  # change copies run, not yet counted
@@ -558,9 +636,13 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
                 for statement in render(step, window):
                     result = con.execute(statement)
                     if is_copy:  # CREATE TABLE AS reports its rows: no read to count them
-                        copied.append(_created_rows(result))
+                        copied.append(rows := _created_rows(result))
+                        _count(step, rows)
                     elif own and _writes(step):  # so does a DML statement
-                        wrote = wrote or bool(_created_rows(result))
+                        rows = _created_rows(result)
+                        wrote = wrote or bool(rows)
+                        if not applied:  # the view's table (after it: the cursors log)
+                            _count(step, rows)
         except Exception as error:
             if ended or (isinstance(step, Cleanup) and not own):
                 if own:  # a transaction after the work's COMMIT (a refill): given up
@@ -579,6 +661,7 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             if isinstance(step, Commit) and step.view and "conflict" in str(error).lower():
                 raise RefreshConflict(".".join(step.view), error) from error
             raise
+        applied = applied or isinstance(step, Applied | Measure)
         if counter is not None:
             advancing = advancing or isinstance(step, Applied | Measure)
             name = _phase_name(step, is_begin, is_end, begun, ended, advancing, can_skip)
@@ -728,14 +811,11 @@ def refresh(
     with profiling([]) as phases:
         outside = _outside(con, "refresh()")
         with without_table_statistics(con, outside):  # once for the whole refresh
-            if strategy == "incremental":
-                with measuring("incremental"):
-                    run_statements(con, plan.steps["maintain"])
-                report = RefreshReport("incremental", strategy, "requested")
-            elif strategy == "full":
-                with measuring("full"):
-                    run_statements(con, plan.steps["initialize_cursors"])
-                report = RefreshReport("full", strategy, "requested")
+            if strategy in ("incremental", "full"):
+                report = RefreshReport(strategy, strategy, "requested")
+                with measuring(strategy, report=report):
+                    protocol = "maintain" if strategy == "incremental" else "initialize_cursors"
+                    run_statements(con, plan.steps[protocol])
             else:
                 report = _auto(con, plan, policy or Policy())
     report.elapsed = time.perf_counter() - start
@@ -768,6 +848,7 @@ class Pinned:
     # incremental refresh runs only what follows ``maintain``'s :class:`Applied`
     nothing_to_apply: bool = False
     copy_seconds: float = 0.0  # how long those copies took: part of a refresh's time
+    tally: Tally = field(default_factory=Tally)  # rows in and out, for the history entry
 
     @property
     def copied(self) -> bool:
@@ -797,10 +878,11 @@ def begin(
     The transaction stays open: :func:`finish` runs the chosen path to its COMMIT,
     :func:`abandon` rolls it back. ``run`` runs statement lists. The report's ``phases``
     get what ran (inside :func:`profiling`: into its list); :func:`finish` adds the rest."""
-    with profiling() as phases:
+    with profiling() as phases, tallying(Tally()) as tally:
         with without_table_statistics(con):  # once for ``run`` and the reads
             pinned = _begin(con, plan, strategy, policy, run, estimate_unchanged)
         pinned.report.phases = phases
+        pinned.tally = tally
         return pinned
 
 
@@ -941,11 +1023,12 @@ def finish(
     # was not netted first makes them itself (a rebuild after them does not count them)
     spent = pinned.copy_seconds if incremental else 0.0
     running = False
-    with profiling(report.phases) as phases:
+    with profiling(report.phases) as phases, tallying(pinned.tally):
         try:
             with without_table_statistics(con):
                 running = True
-                with measuring(report.strategy, cost, spent), _window_known(window):
+                clock = measuring(report.strategy, cost, spent, report)
+                with clock, _window_known(window):
                     steps = [*rest[:commit], *(Sql(s) for s in before_commit), *rest[commit:]]
                     run(con, steps, opened=True)
         except Exception:
@@ -963,16 +1046,17 @@ def rebuild(
     replace: bool = True,
     before_commit: Sequence[str] = (),
     run: Runner = run_statements,
+    reason: str = FIRST_BUILD,
 ) -> list[Phase]:
     """Build the table in one transaction: create the cursors table, create the table anew
-    (``replace``) or keep it, fill it at a pinned snapshot and record the cursors; run
-    ``before_commit`` just before the COMMIT. Returns its phases (inside
-    :func:`profiling`: that list)."""
+    (``replace``) or keep it, fill it at a pinned snapshot and record the cursors (and
+    ``reason``, why it was built, in the history entry); run ``before_commit`` just before
+    the COMMIT. Returns its phases (inside :func:`profiling`: that list)."""
     create = [*plan.steps["create_cursors_table"], *(plan.steps["create_mv"] if replace else [])]
     filled = _filled(plan, Begin, create)
     commit = index_of(filled, Commit)
     outer = _profile.get()
-    with profiling() as phases, without_table_statistics(con), measuring("full"):
+    with profiling() as phases, without_table_statistics(con), measuring("full", reason=reason):
         steps = [Begin(), *filled[:commit], *(Sql(s) for s in before_commit)]
         run(con, [*steps, *filled[commit:]])
     if outer is None:  # setup() logs its own

@@ -1,11 +1,12 @@
 """What a DuckLake catalog's maintained views look like now: ``python -m duckstream status``.
 
 Every refresh or build of a view commits its cursors in the commit that changes the view
-(:mod:`duckstream.engines.ducklake.cursors`), so DuckLake's own snapshot log is the history:
-per view, its newest commits give when it was refreshed, the path each refresh took and how
-long it ran; its cursors against the snapshots committed since give how far behind it is (the
-snapshots that changed one of its sources after its cursor) and since when. Nothing is read
-but the catalog's metadata tables: no data file, no view table.
+(:mod:`duckstream.engines.ducklake.cursors`), with its history entry
+(:mod:`duckstream.history`), so DuckLake's own snapshot log is the history: per view, its
+newest commits give when it was refreshed, the path each refresh took, why, its rows in and
+out and how long it ran; its cursors against the snapshots committed since give how far
+behind it is (the snapshots that changed one of its sources after its cursor) and since when.
+Nothing is read but the catalog's metadata tables: no data file, no view table.
 
 >>> pending_tables("inserted_into_table:3,deleted_from_table:7,created_table:\\"main\\".\\"x,y\\"")
 {3, 7}
@@ -13,15 +14,14 @@ but the catalog's metadata tables: no data file, no view table.
 
 from __future__ import annotations
 
-import datetime
 import json
 import re
-from dataclasses import dataclass, field
 
 from duckstream.connection import Connection
 from duckstream.connection import literal as _lit
-from duckstream.engines.ducklake.cursors import AUTHOR, measurement, metadata_database, parse
-from duckstream.refresh import Measured
+from duckstream.engines.ducklake.cursors import AUTHOR, metadata_database, parse
+from duckstream.history import Entry
+from duckstream.status import Refresh, ViewStatus, status_text
 
 _PREFIX = "cursors of "
 # Changes of a table's rows or shape in ``ducklake_snapshot_changes.changes_made``: what a view
@@ -35,30 +35,6 @@ _TABLE_CHANGE = re.compile(
 def pending_tables(changes_made: str) -> set[int]:
     """The ids of the tables whose rows or shape a snapshot's ``changes_made`` changed."""
     return {int(m) for m in _TABLE_CHANGE.findall(changes_made or "")}
-
-
-@dataclass(frozen=True)
-class Refresh:
-    """One commit that recorded a view's cursors: a refresh, a rebuild or the first build."""
-
-    snapshot: int
-    at: datetime.datetime
-    measured: Measured | None  # the path and its time (None: run as plain SQL)
-
-
-@dataclass
-class ViewStatus:
-    """One maintained view: its cursors, how far behind its sources it is, its refreshes."""
-
-    view: str  # catalog.schema.name
-    cursors: dict[str, int]  # source -> the snapshot the view has caught up to
-    refreshes: list[Refresh] = field(default_factory=list)  # newest first
-    pending: int = 0  # snapshots after the cursors that changed one of its sources
-    behind_since: datetime.datetime | None = None  # the oldest of them (None: up to date)
-
-    @property
-    def last(self) -> Refresh:
-        return self.refreshes[0]
 
 
 def views_status(con: Connection, catalog: str, recent: int = 5) -> list[ViewStatus]:
@@ -91,7 +67,7 @@ def views_status(con: Connection, catalog: str, recent: int = 5) -> list[ViewSta
             table_ids[view] = {table_id: snap for _, table_id, snap in cursors}
         status = views[view]
         if len(status.refreshes) < recent:
-            status.refreshes.append(Refresh(int(snapshot), at, _measured(info)))
+            status.refreshes.append(Refresh(int(snapshot), at, _entry(info)))
     if not views:
         return []
     oldest = min(min(ids.values(), default=0) for ids in table_ids.values())
@@ -111,46 +87,13 @@ def views_status(con: Connection, catalog: str, recent: int = 5) -> list[ViewSta
     return sorted(views.values(), key=lambda s: s.view)
 
 
-def _measured(info: str) -> Measured | None:
+def _entry(info: str) -> Entry | None:
+    """The history entry a commit's extra info holds (None: none, as from plain SQL)."""
     try:
-        return measurement(info)
-    except (ValueError, KeyError, TypeError, json.JSONDecodeError):
+        found = json.loads(info).get("measured")
+        return Entry.from_dict(found) if isinstance(found, dict) else None
+    except (ValueError, KeyError, TypeError):
         return None
 
 
-def status_text(statuses: list[ViewStatus], now: datetime.datetime | None = None) -> str:
-    """``statuses`` as a table for a terminal: per view its lag, its last refresh and the
-    paths of its recent ones."""
-    if not statuses:
-        return "no maintained views"
-    now = now or datetime.datetime.now(datetime.UTC)
-    lines = ["view | behind | last refresh | path | ms | recent paths"]
-    for s in statuses:
-        behind = (
-            "up to date"
-            if s.behind_since is None
-            else f"{s.pending} snapshots, oldest {_ago(now, s.behind_since)} ago"
-        )
-        last = s.last
-        path = last.measured.path if last.measured else "sql"
-        ms = f"{last.measured.ms:.0f}" if last.measured else "-"
-        recent = " ".join(r.measured.path if r.measured else "sql" for r in s.refreshes)
-        lines.append(
-            f"{s.view} | {behind} | {_ago(now, last.at)} ago (snapshot {last.snapshot})"
-            f" | {path} | {ms} | {recent}"
-        )
-    return "\n".join(lines)
-
-
-def _ago(now: datetime.datetime, then: datetime.datetime) -> str:
-    """A duration, coarsely.
-
-    >>> t = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-    >>> [_ago(t + datetime.timedelta(seconds=s), t) for s in (5, 300, 7200, 200000)]
-    ['5s', '5m', '2h', '2d']
-    """
-    seconds = max((now - then).total_seconds(), 0)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size:.0f}{unit}"
-    return f"{seconds:.0f}s"
+__all__ = ["Refresh", "ViewStatus", "pending_tables", "status_text", "views_status"]

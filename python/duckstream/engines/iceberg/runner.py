@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,7 @@ from sqlglot import exp
 from duckstream.engines.iceberg.decimals import Decimal, running_total_scale
 from duckstream.engines.iceberg.dialect import DIALECT, quoted
 from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION, render, value_query
-from duckstream.engines.iceberg.estimate import choose
+from duckstream.engines.iceberg.estimate import choose, estimate_window
 from duckstream.engines.iceberg.session import sql_with_commit_properties
 from duckstream.engines.iceberg.unsupported import AVG_MAX_SCALE, avg_message
 from duckstream.engines.iceberg.window import (
@@ -54,6 +55,7 @@ from duckstream.engines.iceberg.window import (
     register_no_changes,
 )
 from duckstream.errors import DuckstreamError, RebuildRequired, UnsupportedSQLError
+from duckstream.history import FIRST_BUILD, ICEBERG_PROPERTY, Entry, phase_list
 from duckstream.plan import (
     Applied,
     Begin,
@@ -112,6 +114,7 @@ class Run:
     changes_of: dict[str, str] = field(default_factory=dict)  # changes view -> table
     view: str | None = None  # the view a refresh maintains, and the bytes of its data files
     view_bytes: int = 0
+    entry: Callable[[], Entry] | None = None  # the history entry its commit carries
 
     def substitute(self, text: str) -> str:
         def value(match: re.Match[str]) -> str:
@@ -172,6 +175,8 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         run.store(rows[0].asDict())
     elif isinstance(step, CommitWith):
         properties = {k: run.substitute(v) for k, v in step.properties}
+        if run.entry is not None:
+            properties[ICEBERG_PROPERTY] = run.entry().to_json()
         if run.view is not None:  # a refresh's MERGE into the view
             spark.conf.set(GROUP_FILTER, str(run.view_bytes > SMALL_VIEW_BYTES).lower())
         sql_with_commit_properties(spark, run.substitute(step.statement), properties)
@@ -215,18 +220,21 @@ def run_steps(
     *,
     logs: dict[str, TableLog] | None = None,
     phases: list[Phase] | None = None,
+    entry: Callable[[], Entry] | None = None,
 ) -> dict[str, str]:
     """Run a plan's steps in order; returns the values its value queries computed.
     :class:`Cleanup` steps run last, also after a failure. ``logs``: the sources' and the
     view's metadata already read for this refresh (:func:`.window.read_logs`; read here when
-    None); ``phases``: where each step's time is added (:class:`~duckstream.refresh.Phase`).
+    None); ``phases``: where each step's time is added (:class:`~duckstream.refresh.Phase`);
+    ``entry``: the history entry (:mod:`duckstream.history`) the view's commit carries, made
+    when it commits.
 
     Spark has no multi-statement transactions: the view's data and its cursors are one
     Iceberg commit (its :class:`CommitWith`), atomic, and nothing before it is written. A
     failure up to it raises, the view and cursors as they were; a failure after it (no plan
     has a statement there now but the clean-up) is a warning: the refresh is applied, as on
     DuckLake."""
-    run = Run(logs=logs)
+    run = Run(logs=logs, entry=entry)
     failed = committed = False
 
     def record(step: Step, started: float) -> None:
@@ -293,12 +301,59 @@ def changed_sources(values: dict[str, str]) -> tuple[int, int]:
     return sum(v == "true" for v in flags), len(flags)
 
 
-def setup(spark: SparkSession, plan: IVMPlan) -> dict[str, str]:
-    """Create the cursors table and the view's table, and fill it at pinned snapshots."""
+def setup(spark: SparkSession, plan: IVMPlan, reason: str = FIRST_BUILD) -> dict[str, str]:
+    """Create the cursors table and the view's table, and fill it at pinned snapshots
+    (``reason``: why, for the view's history)."""
     check_running_totals(spark, plan)
     spark.sql(plan.create_cursors_table)
     spark.sql(plan.create_mv)
-    return run_steps(spark, plan.steps["initialize_cursors"])
+    return fill(spark, plan, reason)
+
+
+def fill(spark: SparkSession, plan: IVMPlan, reason: str = FIRST_BUILD) -> dict[str, str]:
+    """Fill the view's table at pinned snapshots, its commit recording ``reason`` in the
+    view's history."""
+    phases: list[Phase] = []
+    report = RefreshReport("full", "", reason)
+    entry = history_entry(report, phases, None, time.perf_counter())
+    return run_steps(spark, plan.steps["initialize_cursors"], phases=phases, entry=entry)
+
+
+def history_entry(
+    report: RefreshReport,
+    phases: list[Phase],
+    changes: dict[str, int] | None,
+    start: float,
+) -> Callable[[], Entry]:
+    """The history entry of a refresh, made when its commit runs: ``report``'s path and
+    reason, ``changes`` (rows in per source: the estimate), the phases so far. Rows out
+    are Iceberg's own (the summary's ``added-records``, ``deleted-records``)."""
+
+    def entry() -> Entry:
+        cost = report.incremental_cost if report.strategy == "incremental" else report.full_cost
+        return Entry(
+            report.strategy,
+            report.requested,
+            report.reason,
+            dict(changes or {}),
+            phases=phase_list(phases),
+            ms=round((time.perf_counter() - start) * 1000, 3),
+            cost=cost,
+        )
+
+    return entry
+
+
+def changes_in(
+    plan: IVMPlan, report: RefreshReport, logs: dict[str, TableLog] | None
+) -> dict[str, int] | None:
+    """Rows in per source: the estimate auto decided with, else the window's from ``logs``."""
+    if report.sources:
+        return report.change_rows
+    if logs is None:
+        return None
+    found = estimate_window(plan.mv_table, plan.tables, logs)
+    return None if isinstance(found, str) else {n: s.changed for n, s in found.items()}
 
 
 def refresh(
@@ -331,17 +386,19 @@ def refresh(
         report = choose(spark, plan, policy, logs=logs)
     else:
         report = RefreshReport(strategy, strategy, "requested")
+    changes = changes_in(plan, report, logs)
+    entry = history_entry(report, phases, changes, start)
     if report.strategy == "incremental":
         check_not_cached(spark, plan)
         try:
-            run_steps(spark, plan.steps["maintain"], logs=logs, phases=phases)
+            run_steps(spark, plan.steps["maintain"], logs=logs, phases=phases, entry=entry)
         except RebuildRequired as error:
             if strategy == "incremental" and not rebuild:
                 raise
             report.strategy = "full"
             report.reason = error.reason
     if report.strategy == "full":
-        run_steps(spark, plan.steps["initialize_cursors"], phases=phases)
+        run_steps(spark, plan.steps["initialize_cursors"], phases=phases, entry=entry)
     report.phases = phases
     report.elapsed = time.perf_counter() - start
     return report

@@ -51,13 +51,14 @@ FIRST_SNAPSHOT = "duckstream.first-snapshot"
 @dataclass(frozen=True)
 class Snapshot:
     """One Iceberg snapshot: its id, parent, operation and summary (``schema_id``: the schema
-    it was written with, when known)."""
+    it was written with, when known; ``timestamp_ms``: its commit time)."""
 
     snapshot_id: int
     parent_id: int | None
     operation: str
     summary: dict[str, str]
     schema_id: int | None = None
+    timestamp_ms: int | None = None  # when it was committed
 
     def count(self, key: str) -> int:
         """A count of the summary (``added-records``, ...); absent means none."""
@@ -137,7 +138,7 @@ class SnapshotPin:
         each source that has none (:func:`give_first_snapshots`)."""
         tables = [table for table, _ in self.sources]
         give_first_snapshots(spark, tables)
-        current = {t: _java_table(spark, t).currentSnapshot() for t in dict.fromkeys(tables)}
+        current = {t: java_table(spark, t).currentSnapshot() for t in dict.fromkeys(tables)}
         values = {}
         for table, index in self.sources:
             snapshot = current[table]
@@ -159,7 +160,7 @@ class Pinned:
     unchanged: dict[str, str]  # changes view -> table
 
 
-def _java_table(spark: SparkSession, name: str) -> Any:
+def java_table(spark: SparkSession, name: str) -> Any:
     """The Iceberg table ``name`` (``catalog.schema.table``) as Spark's catalog loads it,
     refreshed to its latest metadata."""
     jvm = spark.sparkContext._jvm
@@ -170,7 +171,7 @@ def _java_table(spark: SparkSession, name: str) -> Any:
     return table
 
 
-def _snapshot(spark: SparkSession, java_snapshot: Any) -> Snapshot:
+def read_snapshot(spark: SparkSession, java_snapshot: Any) -> Snapshot:
     """One snapshot, read in one call (its JSON)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -183,18 +184,19 @@ def _snapshot(spark: SparkSession, java_snapshot: Any) -> Snapshot:
         operation,
         summary,
         found.get("schema-id"),
+        found.get("timestamp-ms"),
     )
 
 
 def _read_log(spark: SparkSession, name: str, back_to: int | None, *, data: bool) -> TableLog:
     """``name``'s current snapshot and its ancestors back to ``back_to`` (included: its
     schema), or back to the first non-compaction (``data``), or just the current one."""
-    table = _java_table(spark, name)
+    table = java_table(spark, name)
     log = TableLog(None, {}, int(table.schema().schemaId()))
     current = table.currentSnapshot()
     if current is None:
         return log
-    snapshot = _snapshot(spark, current)
+    snapshot = read_snapshot(spark, current)
     log.current = snapshot.snapshot_id
     while True:
         log.snapshots[snapshot.snapshot_id] = snapshot
@@ -205,7 +207,7 @@ def _read_log(spark: SparkSession, name: str, back_to: int | None, *, data: bool
         parent = table.snapshot(snapshot.parent_id)
         if parent is None:  # expired
             break
-        snapshot = _snapshot(spark, parent)
+        snapshot = read_snapshot(spark, parent)
     return log
 
 
@@ -324,7 +326,7 @@ def give_first_snapshots(spark: SparkSession, tables: list[str]) -> list[str]:
     names. The snapshot carries the property ``duckstream.first-snapshot``."""
     given = []
     for name in dict.fromkeys(tables):
-        table = _java_table(spark, name)
+        table = java_table(spark, name)
         if table.currentSnapshot() is None:
             table.newAppend().set(FIRST_SNAPSHOT, "a snapshot to pin").commit()
             given.append(name)
