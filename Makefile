@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-spark test-spark-all test-deep lint demo bench bench-spark clean
+.PHONY: venv test test-spark test-spark-all test-deep test-postgres lint demo bench bench-spark clean
 
 venv: $(STAMP)
 
@@ -36,6 +36,12 @@ test-spark-all: venv
 
 test-deep: venv
 	DUCKSTREAM_DEEP=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not spark"
+
+# The DuckLake property tests with every lake's catalog in PostgreSQL (a server the session
+# starts from the pgserver package); `make test` runs a representative subset of them.
+test-postgres: venv
+	DUCKSTREAM_CATALOG=postgres $(BIN)/python -m pytest -q -n 2 --dist loadfile \
+		tests/test_properties.py tests/test_postgres_catalog.py
 
 demo: venv
 	$(BIN)/python -m duckstream.demo_dbt

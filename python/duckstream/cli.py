@@ -99,6 +99,8 @@ def status(lake: str, catalog: str, data_path: str | None, recent: int) -> int:
     try:
         if lake.startswith("ducklake:"):
             load_extension(con, "ducklake")
+            if lake.startswith("ducklake:postgres:"):  # a catalog in PostgreSQL
+                load_extension(con, "postgres")
             options = "READ_ONLY" + (f", DATA_PATH {literal(data_path)}" if data_path else "")
             con.execute(f"ATTACH {literal(lake)} AS {quote(catalog)} ({options})")
         elif (Path(lake) / "metadata.ducklake").is_file():

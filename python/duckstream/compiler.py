@@ -117,12 +117,13 @@ def _compile(
     recomputed, references = tree.recomputed, tree.references
     view = _fill_view(engine, found, select, recomputed, grouped=isinstance(sink, GroupedSink))
     inserts = sink.populate(view)
+    view_name = (target.catalog, target.schema, target.name)
     initialize: list[Step] = [
         Begin(),
         *engine.pin_for_initialize(),
         *engine.populate(inserts),
         *engine.record_cursors(),
-        Commit(),
+        Commit(view_name),
     ]
     maintain: list[Step] = [
         Begin(),
@@ -131,7 +132,7 @@ def _compile(
         *sink.maintain(),
         Applied(),
         *engine.advance_cursors(),
-        Commit(),
+        Commit(view_name),
     ]
     steps: dict[str, list[Step]] = {
         "create_cursors_table": [Sql(engine.create_cursors_table())],

@@ -11,12 +11,14 @@ against ``dbt run --full-refresh`` of the same models.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import re
 import shutil
 import sys
 import time
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +27,7 @@ from typing import Any
 # The models downstream of the (unchanged) staging views: dbt-incremental and incremental_ivm.
 MAINTAINED = ("--select", "path:models/intermediate", "path:models/marts", "--threads", "4")
 LAKE_VARIABLE = "DUCKSTREAM_LAKE_DIR"
+CATALOG_VARIABLE = "DUCKSTREAM_LAKE_CATALOG"
 IVM_ACTIONS = ("built", "rebuilt", "incremental", "up to date", "recomputed")
 WAITING = re.compile(r", (\d+) of them waiting")
 
@@ -73,6 +76,9 @@ class Shop:
 
     project: Path
     lake: Path
+    # the lake's DuckLake catalog when not the file in ``lake`` (``postgres:dbname=...``):
+    # $DUCKSTREAM_LAKE_CATALOG for the profile and the scripts
+    catalog: str | None = None
 
     @classmethod
     def create(cls, root: Path, source: Path | None = None) -> Shop:
@@ -100,16 +106,9 @@ class Shop:
 
         project = str(self.project)
         argv = [*args, "--project-dir", project, "--profiles-dir", project, "--quiet"]
-        previous = os.environ.get(LAKE_VARIABLE)
-        os.environ[LAKE_VARIABLE] = str(self.lake)
         started = time.perf_counter()
-        try:
+        with self._environment():
             result = dbtRunner(callbacks=[collect]).invoke(argv)
-        finally:
-            if previous is None:
-                del os.environ[LAKE_VARIABLE]
-            else:
-                os.environ[LAKE_VARIABLE] = previous
         invocation = Invocation(list(args), result.success, time.perf_counter() - started, log=log)
         for node in getattr(result.result, "results", None) or []:
             if getattr(node, "node", None) is None:  # run-operation's result: no node
@@ -123,7 +122,27 @@ class Shop:
 
     def connect(self) -> Any:
         """A DuckDB connection with the lake attached as ``lake`` (close it before dbt runs)."""
-        return self.script("lake").connect(str(self.lake))
+        with self._environment():
+            return self.script("lake").connect(str(self.lake))
+
+    @contextlib.contextmanager
+    def _environment(self) -> Generator[None]:
+        """``$DUCKSTREAM_LAKE_DIR`` (and ``$DUCKSTREAM_LAKE_CATALOG``) set for the lake."""
+        wanted = {LAKE_VARIABLE: str(self.lake), CATALOG_VARIABLE: self.catalog}
+        previous = {name: os.environ.get(name) for name in wanted}
+        try:
+            for name, value in wanted.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            yield
+        finally:
+            for name, value in previous.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     def setup_sources(self, scale: int = 1) -> None:
         self._with_lake("setup_sources", scale=scale)

@@ -48,7 +48,13 @@ class Begin:
 
 @dataclass(frozen=True)
 class Commit:
-    """Commit the step's transaction (nothing on an engine without transactions)."""
+    """Commit the step's transaction (nothing on an engine without transactions).
+
+    ``view``: the view (catalog, schema, name) whose table and cursors the transaction
+    writes, when it does: a runner may add what keeps two refreshes of one view, in two
+    processes, from both committing the same window."""
+
+    view: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True, eq=False)

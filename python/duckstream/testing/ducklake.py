@@ -12,6 +12,7 @@ from typing import Any
 import duckdb
 
 from duckstream.engines.ducklake.extension import extension_path, load_extension
+from duckstream.testing import postgres
 
 __all__ = [
     "attach_ducklake",
@@ -34,10 +35,15 @@ def attach_ducklake(
     directory: str,
     alias: str = "lake",
     data_inlining_row_limit: int | None = None,
+    metadata: str | None = None,
 ) -> None:
     """Attach (creating if needed) the DuckLake kept in ``directory`` as catalog ``alias``.
 
-    Metadata lives in ``<dir>/metadata.ducklake`` and data in ``<dir>/data/``. DuckLake stores
+    Metadata lives in ``<dir>/metadata.ducklake`` and data in ``<dir>/data/``; ``metadata``:
+    another DuckLake metadata target instead of the file (``postgres:dbname=... host=...``: a
+    PostgreSQL catalog, the postgres extension loaded from its PyPI package). While
+    :func:`duckstream.testing.postgres.serving` is active the default is the directory's
+    database on its server. DuckLake stores
     DATA_PATH as first given and rejects other spellings, so paths are made absolute, and
     OVERRIDE_DATA_PATH keeps a copied or moved lake directory usable (file paths inside the
     catalog are relative to DATA_PATH): a loaded TPC-H lake can be reused as a template.
@@ -48,7 +54,13 @@ def attach_ducklake(
     root = Path(directory).resolve()
     (root / "data").mkdir(parents=True, exist_ok=True)
     load_extension(con, "ducklake")
-    metadata = str(root / "metadata.ducklake").replace("'", "''")
+    if metadata is None and (catalogs := postgres.active()) is not None:
+        metadata = catalogs.target(str(root))
+    if metadata is None:
+        metadata = str(root / "metadata.ducklake")
+    elif metadata.startswith("postgres:"):
+        load_extension(con, "postgres")
+    metadata = metadata.replace("'", "''")
     data = (str(root / "data") + "/").replace("'", "''")
     options = f"DATA_PATH '{data}', OVERRIDE_DATA_PATH true"
     con.execute(f"ATTACH 'ducklake:{metadata}' AS {quote(alias)} ({options})")
@@ -58,11 +70,14 @@ def attach_ducklake(
 
 
 def connect_ducklake(
-    directory: str, alias: str = "lake", data_inlining_row_limit: int | None = None
+    directory: str,
+    alias: str = "lake",
+    data_inlining_row_limit: int | None = None,
+    metadata: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """In-memory DuckDB connection with the DuckLake in ``directory`` attached (USE unchanged)."""
     con = duckdb.connect()
-    attach_ducklake(con, directory, alias, data_inlining_row_limit)
+    attach_ducklake(con, directory, alias, data_inlining_row_limit, metadata)
     return con
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import time
 import warnings
@@ -47,6 +48,8 @@ from collections.abc import Callable, Generator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
+
+from sqlglot import exp
 
 from duckstream.connection import Connection, literal
 from duckstream.engines.base import MULT
@@ -88,6 +91,21 @@ logger = logging.getLogger("duckstream")
 
 class TransactionOpen(DuckstreamError):
     """The caller has a transaction open on the connection: duckstream will not run in it."""
+
+
+class RefreshConflict(DuckstreamError):
+    """A refresh (or rebuild) of a view could not commit: another commit to the view's
+    tables came first since it began, as another process's refresh of the same view does.
+    Nothing of it was applied (its transaction is rolled back); the next refresh catches up
+    from the cursors that other commit recorded."""
+
+    def __init__(self, view: str, error: Exception) -> None:
+        self.view = view
+        super().__init__(
+            f"duckstream: the refresh of {view} conflicted with another commit to it (another"
+            " refresh of the same view committed first) and was rolled back: nothing of it was"
+            f" applied, the next refresh catches up. DuckLake said: {error}"
+        )
 
 
 # DuckDB's own functions named in full (``system.main``) in the statements a refresh runs
@@ -381,6 +399,9 @@ class _Untrusting:
 
 
 _untrusting: dict[str, _Untrusting] = {}  # by database (its DuckLakes' paths)
+# whether the database has a DuckLake whose catalog other processes can commit to (one in
+# PostgreSQL, not a DuckDB file): its views' commits are guarded (:func:`guard_statements`)
+_shared_catalog: ContextVar[bool] = ContextVar("duckstream_shared_catalog", default=False)
 _untrusting_lock = threading.Lock()
 # the connection whose refresh this thread (context) runs with the statistics untrusted
 _untrusted_on: ContextVar[object | None] = ContextVar("duckstream_untrusted", default=None)
@@ -428,9 +449,11 @@ def without_table_statistics(con: Connection, outside: _Outside | None = None) -
             _trust_again(counted, key)
             raise
     token = _untrusted_on.set(con)
+    shared = _shared_catalog.set(shared_catalog(key))
     try:
         yield
     finally:
+        _shared_catalog.reset(shared)
         _untrusted_on.reset(token)
         with _phase(con, "settings") as counted:
             try:
@@ -486,6 +509,60 @@ def _warn_unrestored(setting: str, error: Exception) -> None:
     )
 
 
+# -- one refresh of a view at a time, across processes -------------------------------------
+
+GUARD_PREFIX = "_ivm_refresh_"
+
+
+def shared_catalog(paths: str) -> bool:
+    """Whether one of the DuckLakes attached (their paths, one a line, as
+    ``duckdb_databases()`` lists them) keeps its catalog where other processes commit too: a
+    ``postgres:`` (or other ``scheme:``) target rather than a DuckDB file.
+
+    >>> shared_catalog("/data/lake/metadata.ducklake"), shared_catalog("C:/lake/m.ducklake")
+    (False, False)
+    >>> shared_catalog("/a/metadata.ducklake" + chr(10) + "postgres:dbname=lake host=/tmp")
+    True
+    """
+    return any(re.match(r"[A-Za-z][A-Za-z0-9_]+:", line) for line in paths.splitlines())
+
+
+def guard_statements(view: tuple[str, str, str]) -> list[str]:
+    """Statements that make a refresh's commit of ``view`` conflict in DuckLake with any
+    other commit of that view made since the refresh began (another process's refresh):
+    delete and insert the one row of the view's own guard table, ``_ivm_refresh_<view>``
+    (made by the first). DuckLake refuses an insert into a table another transaction
+    deleted from since, and a create of a table another created: of two refreshes of one
+    window, the second to commit fails (:class:`RefreshConflict`) instead of applying the
+    window again on top of the first's, or recording older cursors after the first's newer
+    ones (a refresh whose changes net to nothing writes only its cursors). A table of its
+    own per view: refreshes of other views never conflict with it (inserts alone into a
+    shared table, the cursors log, never conflict in DuckLake).
+
+    >>> guard_statements(("lake", "main", "Totals"))[1]
+    'DELETE FROM "lake"."main"."_ivm_refresh_Totals"'
+    """
+    catalog, schema, name = view
+    table = exp.table_(
+        exp.to_identifier(GUARD_PREFIX + name, quoted=True),
+        db=exp.to_identifier(schema, quoted=True),
+        catalog=exp.to_identifier(catalog, quoted=True),
+    ).sql(dialect="duckdb")
+    return [
+        f"CREATE TABLE IF NOT EXISTS {table} (refreshed_at TIMESTAMP WITH TIME ZONE)",
+        f"DELETE FROM {table}",
+        f"INSERT INTO {table} VALUES (CAST(now() AS TIMESTAMP WITH TIME ZONE))",
+    ]
+
+
+def _writes_lake(step: Step) -> bool:
+    """Whether ``step`` writes a DuckLake table (DML, or a table made or replaced; the
+    refresh's temporary tables are :class:`CreateTemp` steps)."""
+    return _writes(step) or (
+        isinstance(step, Sql) and _is(step.statement, "CREATE TABLE", "CREATE OR REPLACE TABLE")
+    )
+
+
 def _run_statements(con: Connection, statements: list[str] | list[Step], opened: bool) -> None:
     own = opened
     ended = skipping = to_applied = stopped = advancing = unchanged = applied = False
@@ -496,6 +573,10 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
     can_skip = any(isinstance(s, Applied) for s in statements)  # ``maintain``: else a fill
     # the pinned window: what the change copies render for (:func:`render`)
     window = _pinned_window.get() if opened else None
+    guarded = _shared_catalog.get()
+    # this run wrote a DuckLake table in its transaction (a continued one, :func:`finish`'s,
+    # wrote none before: :func:`begin` only pins and copies changes into temporary tables)
+    writing = False
     counter = _Counting(con) if _profile.get() is not None else None
     con = con if counter is None else counter
     for item in statements:
@@ -545,11 +626,15 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
                 reference = f"getvariable({literal(step.variable)})"
                 con.execute(step.statement.replace(reference, value))
             elif isinstance(step, PinWindow):
-                window = ducklake_window.read(con, step.spec, pin=True)
+                window = ducklake_window.read(con, step.spec, pin=True, ends_first=guarded)
                 skipping = own and not window.values["changed"]
                 # nothing made a temporary table before the pin: none to drop after the skip
                 unchanged = skipping and not made
             else:
+                if isinstance(step, Commit) and step.view and guarded and own and writing:
+                    for statement in guard_statements(step.view):
+                        con.execute(statement)
+                writing = writing or _writes_lake(step)
                 for statement in render(step, window):
                     result = con.execute(statement)
                     if is_copy:  # CREATE TABLE AS reports its rows: no read to count them
@@ -575,6 +660,8 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             if own:
                 with contextlib.suppress(Exception):  # the transaction is gone already
                     con.execute("ROLLBACK")
+            if isinstance(step, Commit) and step.view and "conflict" in str(error).lower():
+                raise RefreshConflict(".".join(step.view), error) from error
             raise
         applied = applied or isinstance(step, Applied | Measure)
         if counter is not None:
@@ -817,7 +904,13 @@ def _begin(
     try:  # the transaction is the runner's from here on: a failure rolls it back
         with _phase(con, "pin") as counted:
             spec = ducklake_window.spec_of(maintain)
-            window = ducklake_window.read(counted, spec, pin=True, history=strategy == "auto")
+            window = ducklake_window.read(
+                counted,
+                spec,
+                pin=True,
+                history=strategy == "auto",
+                ends_first=_shared_catalog.get(),
+            )
         if strategy != "auto":
             report = RefreshReport(strategy, strategy, "requested")
         elif not estimate_unchanged and not window.values["changed"]:

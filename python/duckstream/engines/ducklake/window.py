@@ -271,13 +271,33 @@ def window_from(
     return Window(spec.variable, window, all_kinds, bounds, snapshots_of)
 
 
-def read(con: Any, spec: WindowSpec, *, pin: bool = False, history: bool = False) -> Window:
+def read(
+    con: Any,
+    spec: WindowSpec,
+    *,
+    pin: bool = False,
+    history: bool = False,
+    ends_first: bool = False,
+) -> Window:
     """The window of ``spec`` on ``con``; with ``pin``, also set its variable (inside the
     refresh's transaction, before the statements that use it); with ``history``, also the
     view's recent measurements (:func:`duckstream.engines.ducklake.cursors.history`), from
-    the same read as its cursors (the commits that recorded them)."""
+    the same read as its cursors (the commits that recorded them).
+
+    ``ends_first``: read each catalog's end in a statement of its own, before anything reads
+    the metadata database. DuckLake reads its snapshot through a connection of its own, in a
+    transaction of its own on the metadata database; the reads here are the refresh's
+    connection's, in another, which begins at its first read. With a catalog that other
+    processes commit to (PostgreSQL), a commit landing between the two would be visible to
+    one and not the other; read first, the end is never newer than what the metadata reads
+    see (they are bounded by it), so no cursor commit or change below it is missed."""
     view_catalog = spec.view.split(".", 1)[0]
     current = {c: f"(SELECT id FROM ducklake_current_snapshot({_lit(c)}))" for c in spec.catalogs}
+    if ends_first:
+        found = con.execute(
+            "SELECT " + ", ".join(f"CAST({current[c]} AS BIGINT)" for c in spec.catalogs)
+        ).fetchone()
+        current = {c: str(int(end)) for c, end in zip(spec.catalogs, found, strict=True)}
     # 1. each catalog's end, the view's newest cursors no newer than its catalog's end (and
     #    the commits before them, for ``history``), and the table id each source's name
     #    points to at that end
@@ -342,6 +362,13 @@ def read(con: Any, spec: WindowSpec, *, pin: bool = False, history: bool = False
         else:
             files[spec.sources[n]] = (bool(added), bool(removed))
     window = window_from(spec, cursors, ends, log, tables, files)
+    if ends_first and (mislabeled := _mislabeled(con, spec, window)):
+        source, label = mislabeled
+        raise RebuildRequired(
+            f"DuckLake labelled deletions of {source} committed after its cursor with the"
+            f" earlier snapshot {label} (a commit landed while they were being written): its"
+            " change feed for the window misses them"
+        )
     if spec.reads_clock:
         recorded = ducklake_cursors.recorded_clock(commits[0][1]) if commits else None
         window.values |= clock_values(con, spec, recorded)
@@ -594,6 +621,45 @@ def _file_changes(k: int, meta: str, bounds: list[tuple[int, int, int]], end: in
         f" FROM {meta}.ducklake_delete_file WHERE table_id IN ({ids}) AND begin_snapshot <= {end}"
         ") AS x USING (table_id) GROUP BY w.n, w.cursor"
     )
+
+
+def _mislabeled(con: Any, spec: WindowSpec, window: Window) -> tuple[str, int] | None:
+    """A source of the window, and a snapshot, when DuckLake's change feed misses deletions
+    of it: ``(source, label)``, else None.
+
+    DuckLake 1.5.5 writes a delete file that adds deletions to a data file's earlier ones
+    (one file, each deleted row with its snapshot) labelling the new rows with the writing
+    transaction's snapshot + 1, a guess made before its commit; the commit updates the
+    catalog, not the file. When other commits land in between, the rows carry a snapshot
+    older than their commit: a refresh that pinned its window before that commit never saw
+    them, and the next window, which starts at its end, skips their label. Seen from the
+    catalog: a delete file committed in the window (file ids grow with each commit: its id
+    is at least the cursor snapshot's ``next_file_id`` and below the end's) whose newest
+    label (``partial_max``) is at or before the cursor. Read only for catalogs that other
+    processes commit to (:func:`read`'s ``ends_first``)."""
+    by_catalog: dict[str, list[str]] = {}
+    for i, source in enumerate(spec.sources):
+        table_id, cursor, end = window.sources[source]
+        if window.values[f"deletes_{i}"] and cursor < end:
+            by_catalog.setdefault(source.split(".", 1)[0], []).append(
+                f"({i}, {table_id}, {cursor}, {end})"
+            )
+    parts = []
+    for catalog, values in by_catalog.items():
+        meta = ducklake_cursors.metadata_database(catalog)
+        parts.append(
+            "SELECT w.n, max(d.partial_max)"
+            f" FROM (VALUES {', '.join(values)}) AS w(n, table_id, cursor, e)"
+            f" JOIN {meta}.ducklake_snapshot AS c ON c.snapshot_id = w.cursor"
+            f" JOIN {meta}.ducklake_snapshot AS x ON x.snapshot_id = w.e"
+            f" JOIN {meta}.ducklake_delete_file AS d ON d.table_id = w.table_id"
+            " AND d.partial_max <= w.cursor AND d.delete_file_id >= c.next_file_id"
+            " AND d.delete_file_id < x.next_file_id GROUP BY w.n"
+        )
+    if not parts:
+        return None
+    found = sorted(con.execute(" UNION ALL ".join(parts)).fetchall())
+    return (spec.sources[found[0][0]], int(found[0][1])) if found else None
 
 
 def _exists(con: Any, table: str) -> bool:
