@@ -89,6 +89,15 @@ def test_engines_differ_in_when_they_rebuild():
     assert "expired" in duck and "delete files" in spark
 
 
+@pytest.mark.parametrize("engine", [e[0] for e in ENGINES])
+def test_the_clock_outside_a_temporal_filter_is_a_reason_to_rebuild(engine):
+    def clock_line(sql: str) -> list[str]:
+        return [r for r in _explain(sql, engine).rebuilds if "clock" in r]
+
+    assert clock_line("SELECT k, current_date AS today FROM t")
+    assert not clock_line("SELECT k FROM t WHERE v > 0")
+
+
 def test_every_operator_and_sink_states_its_delta_rule():
     """An operator added to ``tree/`` gets its line in ``explain`` (its ``rule``)."""
     classes = [BagSink, GroupedSink]

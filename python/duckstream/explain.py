@@ -47,8 +47,8 @@ from duckstream.tree.window import Window, partition_keys
 _REBUILDS = {
     "duckdb": "a source altered, recreated or renamed away, or a cursor snapshot expired",
     "spark": (
-        "a source replaced, rolled back or with delete files (merge-on-read), its schema"
-        " changed, or a cursor snapshot expired"
+        "a source replaced, rolled back or with equality delete files, its schema changed,"
+        " or a cursor snapshot expired"
     ),
 }
 
@@ -169,12 +169,26 @@ def _rebuilds(plan: IVMPlan, dialect: str) -> list[str]:
         "auto (the default): the estimate, or the view's measured times, say a rebuild is"
         " cheaper, or a source changed by more than 10% of its rows",
     ]
+    found.append(
+        "the view reads the clock (current_date, now()...) outside a temporal filter and the"
+        " value it reads moved since the last refresh"
+        if _reads_clock_elsewhere(plan)
+        else ""
+    )
+    found = [f for f in found if f]
     if "window_recomputes_whole_input" in plan.features:
         found.append(
             "(not a rebuild, but as costly) any change reaching a window without PARTITION BY,"
             " or a LIMIT, recomputes that window's whole input at both snapshots"
         )
     return found
+
+
+def _reads_clock_elsewhere(plan: IVMPlan) -> bool:
+    """Whether the view reads the clock outside temporal filters (its window pin lists the
+    clock values whose moving makes it rebuild)."""
+    steps = plan.steps.get("maintain", []) if plan.steps else []
+    return any(getattr(getattr(s, "spec", None), "clock_rebuilds", ()) for s in steps)
 
 
 def _column_of(key: exp.Expr, below: object) -> exp.Expr:
