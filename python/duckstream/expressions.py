@@ -77,3 +77,47 @@ class RaiseError(exp.Expression, exp.Func):
 
     arg_types = {"this": True}
     _sql_names = ["ERROR"]
+
+
+# Functions whose value changes over time or from call to call (validation refuses them
+# outside what time-as-a-source maintains; a constant relation holding one is not constant).
+NONDETERMINISTIC = {
+    "random",
+    "rand",
+    "uuid",
+    "gen_random_uuid",
+    "uuidv4",
+    "uuidv7",
+    "now",
+    "current_timestamp",
+    "current_date",
+    "current_time",
+    "localtimestamp",
+    "localtime",
+    "get_current_timestamp",
+    "get_current_time",
+    "today",
+    "transaction_timestamp",
+    "nextval",
+    "currval",
+    "setseed",
+    "any_value",
+    "arbitrary",
+    "first",
+    "last",
+    "reservoir_quantile",
+    "unix_timestamp",
+    "current_timezone",
+    "sysdate",
+}
+
+NONDETERMINISTIC_NODES = (
+    exp.Rand,
+    exp.Uuid,
+    exp.CurrentDate,
+    exp.CurrentTime,
+    exp.CurrentTimestamp,
+    exp.AnyValue,
+    exp.First,
+    exp.Last,
+)

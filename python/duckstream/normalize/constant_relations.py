@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from duckstream.expressions import NONDETERMINISTIC, NONDETERMINISTIC_NODES
+
 SERIES_FUNCTIONS = ("range", "generate_series")
 
 
@@ -101,8 +103,6 @@ def varies(node: exp.Expr) -> bool:
     ...     "SELECT now()", "SELECT * FROM range(DATE '2020-01-01', today(), INTERVAL 1 DAY)")]
     [False, True, True, True]
     """
-    from duckstream.normalize.validate import NONDETERMINISTIC, NONDETERMINISTIC_NODES
-
     for found in node.walk():
         if isinstance(found, _CLOCK_NODES + NONDETERMINISTIC_NODES):
             return True

@@ -9,48 +9,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.expressions import NONDETERMINISTIC, NONDETERMINISTIC_NODES
 from duckstream.normalize.constant_relations import is_constant_relation
-
-NONDETERMINISTIC = {
-    "random",
-    "rand",
-    "uuid",
-    "gen_random_uuid",
-    "uuidv4",
-    "uuidv7",
-    "now",
-    "current_timestamp",
-    "current_date",
-    "current_time",
-    "localtimestamp",
-    "localtime",
-    "get_current_timestamp",
-    "get_current_time",
-    "today",
-    "transaction_timestamp",
-    "nextval",
-    "currval",
-    "setseed",
-    "any_value",
-    "arbitrary",
-    "first",
-    "last",
-    "reservoir_quantile",
-    "unix_timestamp",
-    "current_timezone",
-    "sysdate",
-}
-
-NONDETERMINISTIC_NODES = (
-    exp.Rand,
-    exp.Uuid,
-    exp.CurrentDate,
-    exp.CurrentTime,
-    exp.CurrentTimestamp,
-    exp.AnyValue,
-    exp.First,
-    exp.Last,
-)
 
 
 def _where(node: exp.Expr) -> str:
