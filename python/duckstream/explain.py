@@ -169,13 +169,11 @@ def _rebuilds(plan: IVMPlan, dialect: str) -> list[str]:
         "auto (the default): the estimate, or the view's measured times, say a rebuild is"
         " cheaper, or a source changed by more than 10% of its rows",
     ]
-    found.append(
-        "the view reads the clock (current_date, now()...) outside a temporal filter and the"
-        " value it reads moved since the last refresh"
-        if _reads_clock_elsewhere(plan)
-        else ""
-    )
-    found = [f for f in found if f]
+    if _reads_clock_elsewhere(plan):
+        found.append(
+            "the view reads the clock (current_date, now()...) outside a temporal filter and"
+            " the value it reads moved since the last refresh"
+        )
     if "window_recomputes_whole_input" in plan.features:
         found.append(
             "(not a rebuild, but as costly) any change reaching a window without PARTITION BY,"
