@@ -1,10 +1,23 @@
 """Rewrites from the user's SELECT to the normal form the operator tree is built from.
 
 Like sqlglot's optimizer: one transformation per module, each a pure function from AST to
-AST, applied in order by :func:`normalize`.
+AST, applied in order by :func:`normalize` from the tuple :data:`RULES`. A rule takes the
+expression and, by the names of its other parameters, the settings it needs (``dialect``,
+``catalog``, ``schema``, ``sources``, ``columns``, ``grand_total_over_no_rows``), as
+sqlglot's ``optimize`` passes its keyword arguments. Each rule has a fixture file of input
+and expected pairs, ``tests/fixtures/normalize/<rule>.sql`` (``tests/test_normalize.py``).
+
+>>> from sqlglot import parse_one
+>>> view = parse_one("SELECT g, count(*) AS n FROM t GROUP BY ALL")
+>>> normalize(view, dialect="duckdb", catalog="dl", schema="main", rules=(qualify_view,)).sql()
+'SELECT t.g AS g, COUNT(*) AS n FROM dl.main.t AS t GROUP BY ALL'
 """
 
 from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
 
 from sqlglot import exp
 
@@ -29,84 +42,87 @@ from duckstream.normalize.validate import check_subqueries, validate
 from duckstream.normalize.wrap_set_operation import wrap_set_operation
 
 
-def normalize(
-    expression: exp.Expr,
-    *,
-    dialect: str,
-    catalog: str,
-    schema: str,
-    sources: dict[str, dict] | None = None,
-    columns: dict | None = None,
-    grand_total_over_no_rows: bool = True,
-) -> exp.Select:
-    """Validate, then rewrite ``expression`` into the form the operator tree expects."""
-    return normalize_forms(
-        expression,
-        dialect=dialect,
-        catalog=catalog,
-        schema=schema,
-        sources=sources,
-        columns=columns,
-        grand_total_over_no_rows=grand_total_over_no_rows,
-    )[0]
+def validate_view(expression: exp.Expr, columns: dict | None = None) -> exp.Expr:
+    """Refuse what duckstream cannot maintain, as the user wrote it (:func:`validate`)."""
+    validate(expression, has_schema=columns is not None)
+    return expression
 
 
-def normalize_forms(
-    expression: exp.Expr,
-    *,
-    dialect: str,
-    catalog: str,
-    schema: str,
-    sources: dict[str, dict] | None = None,
-    columns: dict | None = None,
-    grand_total_over_no_rows: bool = True,
-) -> tuple[exp.Select, exp.Query]:
+def validate_qualified(expression: exp.Expr) -> exp.Expr:
+    """Refuse what shows only once every column is resolved (:func:`validate`)."""
+    validate(expression, has_schema=True, after_qualify=True)
+    return expression
+
+
+def subqueries_left(expression: exp.Expr) -> exp.Expr:
+    """Refuse the subqueries :func:`decorrelate_subqueries` left in place."""
+    check_subqueries(expression)
+    return expression
+
+
+Rule = Callable[..., exp.Expr]
+
+# The view's query as a recomputation runs it: qualified, its CTEs inlined, its top-k and
+# grouping sets in the forms the operators maintain.
+RECOMPUTE_RULES: tuple[Rule, ...] = (
+    pin_clock,  # the time functions as the refresh's clock: not refused as volatile
+    temporal_filters_to_where,
+    validate_view,
+    inline_ctes,
+    constant_relations,  # VALUES and series named: qualify_view then knows their columns
+    drop_order,
+    rewrite_filtered_aggregates,
+    # a derived table and a WHERE, its names left for qualify_view to resolve as in QUALIFY
+    eliminate_qualify,
+    qualify_view,
+    expand_group_by_all,  # after qualify_view: the keys are the items as resolved
+    validate_qualified,
+    rewrite_distinct_on,  # after validation: these introduce _ivm_ names
+    rewrite_top_k,
+    # after the top-k: its ORDER BY / LIMIT apply to the union of the grouping sets
+    expand_grouping_sets,
+)
+
+# The rewrites that serve maintenance alone: subqueries decorrelated into joins, windows
+# isolated, unions rewritten.
+MAINTENANCE_RULES: tuple[Rule, ...] = (
+    factor_disjunctions,  # a correlation repeated in each branch of an OR (TPC-DS Q41)
+    aggregate_inequalities,  # an EXISTS correlated by one inequality (TPC-H Q21)
+    decorrelate_subqueries,
+    subqueries_left,
+    isolate_windows,
+    rewrite_union,
+    wrap_set_operation,
+)
+
+RULES: tuple[Rule, ...] = RECOMPUTE_RULES + MAINTENANCE_RULES
+
+
+def normalize(expression: exp.Expr, *, rules: tuple[Rule, ...] = RULES, **settings: Any) -> Any:
+    """Run ``rules`` in order over ``expression``, each given the ``settings`` it names."""
+    for rule in rules:
+        expression = rule(expression, **_settings_for(rule, settings))
+    return expression
+
+
+def _settings_for(rule: Rule, settings: dict[str, Any]) -> dict[str, Any]:
+    parameters = list(inspect.signature(rule).parameters)[1:]
+    return {name: settings[name] for name in parameters if name in settings}
+
+
+def normalize_forms(expression: exp.Expr, **settings: Any) -> tuple[exp.Select, exp.Query]:
     """:func:`normalize`'s SELECT, and the view's query as a recomputation runs it: the
     same, qualified, its CTEs inlined, before the rewrites that serve maintenance alone
-    (subqueries kept as the user wrote them, not decorrelated into joins; windows not
-    isolated; unions not rewritten). The same rows, and the engine plans it as the user's
-    query: an ``EXISTS`` as a semi-join rather than a join to a ``DISTINCT`` of the whole
-    subquery, a correlated aggregate over the outer keys alone (TPC-H Q4, Q17, Q21)."""
-    # the time functions as the refresh's clock: not refused as volatile
-    expression = pin_clock(expression)
-    expression = temporal_filters_to_where(expression)
-    validate(expression, has_schema=columns is not None)
-    expression = inline_ctes(expression)
-    # VALUES and series in FROM with their columns named: qualify_view then knows them
-    expression = constant_relations(expression, dialect)
-    expression = drop_order(expression)
-    expression = rewrite_filtered_aggregates(expression)
-    # a derived table and a WHERE, its names left for qualify_view to resolve as in QUALIFY
-    expression = eliminate_qualify(expression, columns, dialect)
-    expression = qualify_view(
-        expression,
-        dialect=dialect,
-        catalog=catalog,
-        schema=schema,
-        sources=sources,
-        columns=columns,
-    )
-    # after qualify_view: the keys are the items as resolved
-    expression = expand_group_by_all(expression)
-    validate(expression, has_schema=True, after_qualify=True)
-    # after validation: these introduce _ivm_ names
-    expression = rewrite_distinct_on(expression)
-    expression = rewrite_top_k(expression)
-    # after the top-k: its ORDER BY / LIMIT apply to the union of the grouping sets
-    expression = expand_grouping_sets(expression, grand_total_over_no_rows)
-    recompute = expression.copy()
+    (:data:`MAINTENANCE_RULES`: subqueries kept as the user wrote them, not decorrelated
+    into joins; windows not isolated; unions not rewritten). The same rows, and the engine
+    plans it as the user's query: an ``EXISTS`` as a semi-join rather than a join to a
+    ``DISTINCT`` of the whole subquery, a correlated aggregate over the outer keys alone
+    (TPC-H Q4, Q17, Q21)."""
+    recompute = normalize(expression, rules=RECOMPUTE_RULES, **settings)
     assert isinstance(recompute, exp.Query)
-    # a correlation repeated in each branch of an OR is one equality (TPC-DS Q41)
-    expression = factor_disjunctions(expression)
-    # an EXISTS correlated by one inequality compares an aggregate (TPC-H Q21)
-    expression = aggregate_inequalities(expression)
-    expression = decorrelate_subqueries(expression)
-    check_subqueries(expression)  # what decorrelate_subqueries left in place
-    expression = isolate_windows(expression)
-    expression = rewrite_union(expression)
-    expression = wrap_set_operation(expression)
-    assert isinstance(expression, exp.Select)
-    return expression, recompute
+    select = normalize(recompute.copy(), rules=MAINTENANCE_RULES, **settings)
+    assert isinstance(select, exp.Select)
+    return select, recompute
 
 
-__all__ = ["normalize", "normalize_forms"]
+__all__ = ["MAINTENANCE_RULES", "RECOMPUTE_RULES", "RULES", "normalize", "normalize_forms"]
