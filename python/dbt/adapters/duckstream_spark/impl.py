@@ -58,6 +58,17 @@ class DuckstreamSparkAdapter(IVMAdapter, SparkAdapter):
         information = getattr(relation, "information", None) or ""
         return hidden.visible(columns, lambda: hidden.spark_maintained(information))
 
+    def _ivm_status(self, relation: Any) -> Any:
+        """From the table's Iceberg snapshots (:mod:`duckstream.engines.iceberg.status`)."""
+        from duckstream.engines.iceberg.status import view_status
+
+        spark = self._ivm_session()
+        catalog = relation.database or spark.catalog.currentCatalog()
+        try:
+            return view_status(spark, f"{catalog}.{relation.schema}.{relation.identifier}")
+        except Exception:  # not an Iceberg table (or none): not maintained
+            return None
+
     @available
     def ivm_docs_differ(self, relation: Any, model: Any) -> bool:
         """Never: on Iceberg a column comment is a schema change, which would make every model
