@@ -4,7 +4,7 @@
   last refresh) and max_seconds (since the oldest of them); neither given: any lag fails.
   Fails with one row (pending_snapshots, behind_seconds, problem), also when the table is not
   maintained by incremental_ivm. Warn instead of failing with config: {severity: warn}.
-  Usage: data_tests: [{dbt_duckstream.ivm_lag: {max_snapshots: 10, max_seconds: 3600}}]
+  Usage: data_tests: [{dbt_duckstream.ivm_lag: {arguments: {max_snapshots: 10, max_seconds: 3600}}}]
 -#}
 {% test ivm_lag(model, max_snapshots=none, max_seconds=none) %}
   {%- if execute -%}

@@ -157,7 +157,7 @@ def test_contract_is_checked_and_lag_is_reported(shop: Shop) -> None:
         "{{ config(materialized='incremental_ivm', ivm_strategy='incremental') }}\n"
         "select method, count(*) as payments from {{ ref('int_payments') }} group by method\n",
     )
-    lag = "{dbt_duckstream.ivm_lag: {max_snapshots: 0}}"
+    lag = "{dbt_duckstream.ivm_lag: {arguments: {max_snapshots: 0}}}"
     yml = "models/conventions/method_totals.yml"
     write(shop, yml, CONTRACT_YML.format(lag=lag, payments_type="bigint"))
     built = shop.dbt("build", "--select", "method_totals")

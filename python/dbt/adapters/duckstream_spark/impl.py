@@ -23,7 +23,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters import __about__ as about
 from dbt.adapters.duckstream_spark.__version__ import version as VERSION
 from dbt.adapters.duckstream_spark.connections import DuckstreamSparkConnectionManager
-from dbt.adapters.duckstream_spark.ivm import IcebergBackend, equivalence_sql
+from dbt.adapters.duckstream_spark.ivm import IcebergBackend, current_catalog, equivalence_sql
 from dbt_duckstream import hidden
 from dbt_duckstream.adapter import IVMAdapter
 
@@ -59,14 +59,19 @@ class DuckstreamSparkAdapter(IVMAdapter, SparkAdapter):
         return hidden.visible(columns, lambda: hidden.spark_maintained(information))
 
     def _ivm_status(self, relation: Any) -> Any:
-        """From the table's Iceberg snapshots (:mod:`duckstream.engines.iceberg.status`)."""
+        """From the table's Iceberg snapshots (:mod:`duckstream.engines.iceberg.status`), in
+        the session's current catalog (dbt-spark's relations name none: their ``database``
+        repeats the schema)."""
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import AnalysisException
+
         from duckstream.engines.iceberg.status import view_status
 
         spark = self._ivm_session()
-        catalog = relation.database or spark.catalog.currentCatalog()
+        view = f"{current_catalog(spark)}.{relation.schema}.{relation.identifier}"
         try:
-            return view_status(spark, f"{catalog}.{relation.schema}.{relation.identifier}")
-        except Exception:  # not an Iceberg table (or none): not maintained
+            return view_status(spark, view)
+        except (AnalysisException, Py4JJavaError):  # no such Iceberg table: not maintained
             return None
 
     @available
