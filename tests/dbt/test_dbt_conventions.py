@@ -206,7 +206,8 @@ def test_empty_builds_the_shape_then_the_next_run_fills_and_maintains(shop: Shop
         shop,
         "models/conventions/units.yml",
         "version: 2\nmodels:\n  - name: units_per_product\n"
-        "    data_tests: [dbt_duckstream.ivm_equivalent]\n",
+        "    data_tests:\n      - dbt_duckstream.ivm_equivalent\n"
+        "      - dbt_duckstream.ivm_lag: {arguments: {max_snapshots: 0}}\n",
     )
     empty = shop.dbt("build", "--empty", "--select", "units_per_product")
     ok(empty)
