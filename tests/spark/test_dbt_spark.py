@@ -7,6 +7,7 @@ the ``spark`` fixture, so the test changes the sources dbt reads on the same JVM
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,7 +160,8 @@ def test_dbt_conventions_on_spark(
 ) -> None:
     """What differs per engine in the dbt conventions (tests/dbt/test_dbt_conventions.py runs
     them all on DuckLake): --empty's build from empty sources, the contract checked on
-    Spark's types, the lag read from Iceberg snapshots, on_configuration_change='fail'."""
+    Spark's types, the lag read from Iceberg snapshots, dbt docs' catalog without hidden
+    columns, on_configuration_change 'fail' and 'continue'."""
     pytest.importorskip("dbt.adapters.spark")
     project = tmp_path / "spark"
     shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("target", "logs"))
@@ -190,9 +192,22 @@ def test_dbt_conventions_on_spark(
     assert caught_up["country_orders"][1].startswith("incremental: "), caught_up
     assert all(status in ("success", "pass") for status, _ in caught_up.values()), caught_up
 
-    model.write_text(COUNTRY_ORDERS.replace("group by", "where o.amount > 0\ngroup by"))
+    _dbt(project, "docs", "generate", *only)
+    catalog = json.loads((project / "target/catalog.json").read_text())
+    node = catalog["nodes"]["model.duckstream_spark_tests.country_orders"]
+    assert list(node["columns"]) == ["country", "orders"], node["columns"]  # no _ivm_*
+
+    edited = COUNTRY_ORDERS.replace("group by", "where o.amount > 0\ngroup by")
+    model.write_text(edited)
     failed = _dbt(project, "run", *only, success=False)
     assert "on_configuration_change is 'fail'" in failed["country_orders"][1], failed
+    model.write_text(edited.replace("'fail'", "'continue'"))
+    sources.change_sources(spark)
+    kept = _dbt(project, "build", *only)
+    assert kept["country_orders"][1].startswith(
+        "incremental (model SQL changed, not applied: on_configuration_change is 'continue')"
+    ), kept
+    assert all(status in ("success", "pass") for status, _ in kept.values()), kept
     (project / "models" / "country_orders.yml").write_text(
         COUNTRY_ORDERS_YML.replace("bigint", "int")
     )
