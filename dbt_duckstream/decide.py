@@ -103,6 +103,31 @@ def decide(
     return Decision(MAINTAIN)
 
 
+def held_back(request: ModelRequest, state: State | None, *, recompute: bool) -> Decision | None:
+    """``on_configuration_change`` for a maintained model whose edited SQL cannot be maintained
+    (``recompute``: ``ivm_on_unsupported`` would replace the table by a recomputation):
+    ``continue`` keeps maintaining the table by the SQL it was built with; ``fail`` fails
+    rather than let the table be replaced. None: no edit held back (the unsupported SQL fails
+    naming its construct, or is recomputed as configured).
+
+    >>> from dbt_duckstream.model import State
+    >>> built = State("ivm", "h", "SELECT 1 AS x", "SELECT 1 AS x", ["x"], "1")
+    >>> edited = ModelRequest("t", "lake", "main", "t", "SELECT 2 AS x",
+    ...                       on_configuration_change="continue")
+    >>> held_back(edited, built, recompute=False)
+    Decision(action='continue', reason='model SQL changed', replace=False)
+    """
+    if state is None or state.mode != MODE_IVM or state.model_sql == request.sql:
+        return None
+    if request.full_refresh or request.on_configuration_change == "apply":
+        return None
+    if request.on_configuration_change == CONTINUE:
+        return Decision(CONTINUE, MODEL_SQL_CHANGED)
+    if recompute:  # fail: the table is not to be replaced
+        raise ModelError(configuration_change_failed(request, MODEL_SQL_CHANGED))
+    return None
+
+
 def configuration_change_failed(request: ModelRequest, reason: str) -> str:
     """The error of a run whose model changed while ``on_configuration_change`` is 'fail'."""
     table = ".".join(p for p in (request.database, request.schema, request.identifier) if p)

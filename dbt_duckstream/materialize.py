@@ -38,7 +38,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from dbt_duckstream.configs import config_problem
-from dbt_duckstream.decide import BUILD, CONTINUE, FIRST_RUN, Compiled, Decision, Found, decide
+from dbt_duckstream.decide import (
+    BUILD,
+    CONTINUE,
+    FIRST_RUN,
+    Compiled,
+    Decision,
+    Found,
+    decide,
+    held_back,
+)
 from dbt_duckstream.locate import locate
 from dbt_duckstream.model import (
     MODE_EMPTY,
@@ -156,11 +165,13 @@ def materialize(
         return _done(backend, _empty(backend, request, found), clock)
     try:
         plan, compiled = _compile(backend, request, plans, key, cached, clock)
-    except UnsupportedSQLError as error:
+    except (UnsupportedSQLError, ViewSQLError) as error:
+        if not isinstance(error, UnsupportedSQLError):
+            error = UnsupportedSQLError("sql_syntax", str(error))
+        held = held_back(request, found.state, recompute=request.on_unsupported != "fail")
+        if held is not None and found.state is not None:
+            return _done(backend, _continue(backend, request, found.state, held, clock), clock)
         return _done(backend, _unsupported(backend, request, error), clock)
-    except ViewSQLError as error:
-        unreadable = UnsupportedSQLError("sql_syntax", str(error))
-        return _done(backend, _unsupported(backend, request, unreadable), clock)
     decision = decide(
         request, found, compiled, backend.version, lambda: backend.same_layout(request, plan)
     )

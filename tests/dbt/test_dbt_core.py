@@ -290,3 +290,31 @@ def test_empty_builds_a_missing_table_keeps_a_built_one_and_the_next_run_fills_i
     filled = materialize(after, request())
     assert after.calls == [("build", True, "h1")]
     assert filled.message().startswith("rebuilt (built empty by --empty): 7 rows")
+
+
+def test_on_configuration_change_holds_back_an_edit_that_cannot_be_maintained() -> None:
+    """Edited SQL that does not compile: 'continue' keeps maintaining the table as built;
+    'fail' fails rather than let ivm_on_unsupported='full_refresh' replace the table."""
+    error = UnsupportedSQLError("table_function", "only tables and subqueries in FROM")
+
+    class Unsupported(EditedBackend):
+        def compile(self, request):
+            if request.sql != SQL:
+                raise error
+            return super().compile(request)
+
+    refreshed = Refreshed("incremental", "", 1, 1, inserted=2, deleted=1)
+    kept = Unsupported(Found(True, state()), refreshed)
+    outcome = materialize(kept, edited_request("continue"))
+    assert kept.calls == [("compile", "as built"), ("refresh", "auto")]
+    assert outcome.message().startswith("incremental (model SQL changed, not applied: ")
+    guarded = Unsupported(Found(True, state()))
+    recompute = request(EDITED, on_configuration_change="fail", on_unsupported="full_refresh")
+    with pytest.raises(ModelError, match="on_configuration_change is 'fail'"):
+        materialize(guarded, recompute)
+    assert guarded.calls == []  # nothing recomputed
+    with pytest.raises(ModelError, match="table_function"):  # the construct, as without
+        materialize(Unsupported(Found(True, state())), edited_request("fail"))
+    applied = Unsupported(Found(True, state()))
+    materialize(applied, request(EDITED, on_unsupported="full_refresh"))
+    assert applied.calls == [("recompute", "recompute")]
