@@ -20,12 +20,14 @@ from dbt.adapters.base.meta import AdapterMeta, available
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt_duckstream.lag import lag_sql
 from dbt_duckstream.materialize import Backend, materialize
 from dbt_duckstream.model import ModelError, ModelRequest, statement
 from dbt_duckstream.outcome import log_line
 from dbt_duckstream.plans import PlanCache
 from duckstream.errors import DuckstreamError
 from duckstream.explain import explain
+from duckstream.status import ViewStatus, status_text
 
 
 def plugin(adapter: Any, credentials: Any, include_path: str, dependency: str) -> AdapterPlugin:
@@ -63,7 +65,14 @@ def request_from(relation: Any, compiled_code: str, model: Any, **configs: Any) 
         on_unsupported=configs.get("on_unsupported") or "fail",
         on_schema_change=configs.get("on_schema_change") or "sync_all_columns",
         strategy=configs.get("strategy") or "auto",
+        on_configuration_change=_text(configs.get("on_configuration_change")) or "apply",
+        empty=bool(configs.get("empty")),
     )
+
+
+def _text(value: Any) -> str | None:
+    """A config's value as text (dbt hands ``on_configuration_change`` over as an enum)."""
+    return None if value is None else str(getattr(value, "value", value))
 
 
 class IVMAdapter(metaclass=AdapterMeta):
@@ -88,8 +97,11 @@ class IVMAdapter(metaclass=AdapterMeta):
         on_unsupported: str | None = None,
         on_schema_change: str | None = None,
         strategy: str | None = None,
+        on_configuration_change: Any = None,
+        empty: bool = False,
     ) -> dict[str, Any]:
-        """Build, rebuild or maintain ``relation`` from the model's SQL.
+        """Build, rebuild or maintain ``relation`` from the model's SQL (``empty``: dbt's
+        ``--empty``, which reads every ref and source as empty).
 
         Returns ``message`` (for the run result), ``rows``, ``replaced`` (the table is new,
         so grants and docs must be applied again), ``docs_differ`` (``persist_docs`` would
@@ -104,6 +116,8 @@ class IVMAdapter(metaclass=AdapterMeta):
             on_unsupported=on_unsupported,
             on_schema_change=on_schema_change,
             strategy=strategy,
+            on_configuration_change=on_configuration_change,
+            empty=empty,
         )
         try:
             outcome = materialize(self._ivm_backend(), request, self._ivm_plans(), self._ivm_waited)
@@ -174,6 +188,31 @@ class IVMAdapter(metaclass=AdapterMeta):
         except (ModelError, DuckstreamError) as error:
             raise DbtRuntimeError(str(error)) from None
         self.ivm_logger.info(f"duckstream explain of {relation.render()}:\n{text}")
+        return text
+
+    def _ivm_status(self, relation: Any) -> ViewStatus | None:
+        """``relation``'s cursors, lag and recent refreshes (:mod:`duckstream.status`); None
+        when it is not a table duckstream maintains."""
+        raise NotImplementedError
+
+    @available.parse_none
+    def ivm_lag_sql(
+        self, relation: Any, max_snapshots: int | None = None, max_seconds: float | None = None
+    ) -> str:
+        """The ``ivm_lag`` test's query for ``relation`` (:mod:`dbt_duckstream.lag`)."""
+        try:
+            found = self._ivm_status(relation)
+        except DuckstreamError as error:
+            raise DbtRuntimeError(str(error)) from None
+        return lag_sql(relation.render(), found, max_snapshots, max_seconds)
+
+    @available.parse_none
+    def ivm_status(self, relations: list[Any]) -> str:
+        """``python -m duckstream status`` of ``relations`` (those duckstream maintains),
+        logged at info level: ``dbt run-operation duckstream_status``."""
+        found = [s for s in (self._ivm_status(r) for r in relations) if s is not None]
+        text = status_text(found)
+        self.ivm_logger.info(f"duckstream status:\n{text}")
         return text
 
     @available.parse_none

@@ -11,9 +11,11 @@ from __future__ import annotations
 from duckstream.refresh import STRATEGIES
 
 ON_UNSUPPORTED = ("fail", "full_refresh")
+ON_CONFIGURATION_CHANGE = ("apply", "continue", "fail")  # dbt's materialized views' choices
 CHOICES: dict[str, tuple[str, ...]] = {
     "ivm_on_unsupported": ON_UNSUPPORTED,
     "ivm_strategy": STRATEGIES,
+    "on_configuration_change": ON_CONFIGURATION_CHANGE,
 }
 
 

@@ -16,7 +16,13 @@ refresh, and returns an :class:`~dbt_duckstream.outcome.Outcome`:
   recreated or altered, a cursor snapshot expired) is rebuilt in place. The log line says
   which ran and why;
 * SQL the compiler cannot maintain fails naming the construct and its line, or with
-  ``ivm_on_unsupported='full_refresh'`` is recomputed on every run.
+  ``ivm_on_unsupported='full_refresh'`` is recomputed on every run;
+* the model's SQL (or a view it reads) changed and ``on_configuration_change`` is ``fail``:
+  the run fails, the table untouched; ``continue``: the table is maintained by the SQL it was
+  built with (when that still compiles to its plan; else left as it is), with a warning;
+* ``--empty`` (dbt reads every ref and source as empty): a missing table is created with the
+  model's columns and no rows, recorded as built empty, so the next run builds it in full; an
+  existing table is left as it is.
 
 A plan is compiled once per model version (:mod:`dbt_duckstream.plans`) when a
 :class:`~dbt_duckstream.plans.PlanCache` is given and the backend keys its plans. The outcome
@@ -28,13 +34,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from dbt_duckstream.configs import config_problem
-from dbt_duckstream.decide import BUILD, FIRST_RUN, Compiled, Decision, Found, decide
+from dbt_duckstream.decide import (
+    BUILD,
+    CONTINUE,
+    FIRST_RUN,
+    Compiled,
+    Decision,
+    Found,
+    decide,
+    held_back,
+)
 from dbt_duckstream.locate import locate
-from dbt_duckstream.model import MODE_IVM, MODE_RECOMPUTE, ModelError, ModelRequest, State
+from dbt_duckstream.model import (
+    MODE_EMPTY,
+    MODE_IVM,
+    MODE_RECOMPUTE,
+    ModelError,
+    ModelRequest,
+    State,
+)
 from dbt_duckstream.outcome import Outcome
 from dbt_duckstream.plans import CachedPlan, PlanCache
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
@@ -127,7 +149,10 @@ def materialize(
     engine running one at a time), told apart from the model's own time in its phases."""
     clock = _Clock(waited)
     problem = config_problem(
-        request.name, ivm_on_unsupported=request.on_unsupported, ivm_strategy=request.strategy
+        request.name,
+        ivm_on_unsupported=request.on_unsupported,
+        ivm_strategy=request.strategy,
+        on_configuration_change=request.on_configuration_change,
     )
     if problem:
         raise ModelError(problem)
@@ -136,13 +161,17 @@ def materialize(
     clock.lap("plan loaded")
     found = backend.look(request) if cached is None else backend.look(request, cached.plan)
     clock.lap("look")
+    if request.empty:
+        return _done(backend, _empty(backend, request, found), clock)
     try:
         plan, compiled = _compile(backend, request, plans, key, cached, clock)
-    except UnsupportedSQLError as error:
+    except (UnsupportedSQLError, ViewSQLError) as error:
+        if not isinstance(error, UnsupportedSQLError):
+            error = UnsupportedSQLError("sql_syntax", str(error))
+        held = held_back(request, found.state, recompute=request.on_unsupported != "fail")
+        if held is not None and found.state is not None:
+            return _done(backend, _continue(backend, request, found.state, held, clock), clock)
         return _done(backend, _unsupported(backend, request, error), clock)
-    except ViewSQLError as error:
-        unreadable = UnsupportedSQLError("sql_syntax", str(error))
-        return _done(backend, _unsupported(backend, request, unreadable), clock)
     decision = decide(
         request, found, compiled, backend.version, lambda: backend.same_layout(request, plan)
     )
@@ -157,6 +186,9 @@ def materialize(
     )
     if decision.action == BUILD:
         outcome = _build(backend, request, plan, state, decision, clock)
+    elif decision.action == CONTINUE:
+        assert found.state is not None
+        outcome = _continue(backend, request, found.state, decision, clock)
     else:
         outcome = _refresh(backend, request, plan, state, clock)
     return _done(backend, outcome, clock)
@@ -225,6 +257,55 @@ def _refresh(
         snapshots=done.snapshots,
         rows=None if done.inserted is not None else backend.count(request),
     )
+
+
+def _continue(
+    backend: Backend, request: ModelRequest, built: State, decision: Decision, clock: _Clock
+) -> Outcome:
+    """``on_configuration_change='continue'``: refresh the table by the SQL it was built with
+    (``built``), which must still compile to the plan it was built with (a view it reads may
+    have been redefined since, or a source's columns changed: then the table is left as it
+    is, stale, and the warning says so)."""
+    as_built = replace(request, sql=built.model_sql)
+    try:
+        plan, compiled = backend.compile(as_built)
+    except (UnsupportedSQLError, ViewSQLError):
+        plan, compiled = None, None
+    clock.lap("compile as built")
+    not_applied = f"{decision.reason}, not applied: on_configuration_change is 'continue'"
+    if plan is None or compiled is None or compiled.plan_hash != built.plan_hash:
+        return Outcome(
+            action="unchanged",
+            reason=not_applied,
+            warnings=[
+                f"duckstream: model {request.name}: {decision.reason} since its table was built"
+                " and on_configuration_change is 'continue'; the SQL it was built with no"
+                " longer compiles to its plan, so the table is left as it is, NOT refreshed."
+                " Set on_configuration_change='apply' (or run with --full-refresh) to rebuild it."
+            ],
+        )
+    outcome = _refresh(backend, as_built, plan, built, clock)
+    outcome.reason = f"{not_applied}; {outcome.reason}" if outcome.reason else not_applied
+    outcome.warnings.append(
+        f"duckstream: model {request.name}: {decision.reason} since its table was built and"
+        " on_configuration_change is 'continue': the table is maintained by the SQL it was"
+        " built with. Set on_configuration_change='apply' (or run with --full-refresh) to"
+        " rebuild it from the new SQL."
+    )
+    return outcome
+
+
+def _empty(backend: Backend, request: ModelRequest, found: Found) -> Outcome:
+    """``--empty``: create a missing table from the model's SQL over empty inputs (its
+    columns, no rows; recorded as built empty, so the next run builds it in full); keep one
+    that exists."""
+    if found.table and found.state is not None and found.state.mode != MODE_EMPTY:
+        return Outcome(action="unchanged", reason="--empty: the built table is kept")
+    backend.recompute(
+        request,
+        lambda columns: State(MODE_EMPTY, "", request.sql, request.sql, columns, backend.version),
+    )
+    return Outcome(action="built", reason="--empty", rows=backend.count(request), replaced=True)
 
 
 def _unsupported(backend: Backend, request: ModelRequest, error: UnsupportedSQLError) -> Outcome:

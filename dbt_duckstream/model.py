@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 MODE_IVM = "ivm"
 MODE_RECOMPUTE = "recompute"
+MODE_EMPTY = "empty"  # built by ``dbt run --empty``: the model's columns, no rows, no cursors
 PLAN_HASH_LENGTH = 64  # hex characters of a sha256, on both engines
 
 
@@ -46,6 +47,9 @@ class ModelRequest:
     on_unsupported: str = "fail"
     on_schema_change: str = "sync_all_columns"
     strategy: str = "auto"  # ivm_strategy: auto | incremental | full
+    # what to do when the model's SQL (or a view it reads) changed: apply | continue | fail
+    on_configuration_change: str = "apply"
+    empty: bool = False  # dbt's --empty: build the table's shape from sources read as empty
 
     @property
     def cursors_name(self) -> str:
@@ -73,7 +77,7 @@ class State:
     """What a model's table was built with: the record ``_ivm_state__<model>`` (DuckDB) or
     the ``duckstream.*`` table properties (Spark) hold."""
 
-    mode: str  # ivm | recompute
+    mode: str  # ivm | recompute | empty
     plan_hash: str  # "" when recomputed
     model_sql: str
     view_sql: str  # the model SQL with the views it reads inlined (DuckDB; Spark: model SQL)

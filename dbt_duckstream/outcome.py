@@ -13,6 +13,8 @@
 'rebuilt (model SQL changed): 9 rows, 5 ms'
 >>> Outcome("up to date", elapsed_ms=50, waited_ms=12).message()
 'up to date: no source changes, 50 ms, 12 of them waiting'
+>>> Outcome("unchanged", reason="--empty: the built table is kept", elapsed_ms=2).message()
+'unchanged (--empty: the built table is kept): table left as it was, 2 ms'
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from duckstream.refresh import phases_text
 
-ACTIONS = ("built", "rebuilt", "incremental", "up to date", "recomputed")
+ACTIONS = ("built", "rebuilt", "incremental", "up to date", "recomputed", "unchanged")
 
 
 def _plural(n: int, word: str) -> str:
@@ -62,7 +64,9 @@ class Outcome:
             ms += f", {self.waited_ms:.0f} of them waiting"
         because = f" ({self.reason})" if self.reason else ""
         if self.action == "up to date":
-            return f"up to date: no source changes, {ms}"
+            return f"up to date{because}: no source changes, {ms}"
+        if self.action == "unchanged":
+            return f"unchanged{because}: table left as it was, {ms}"
         if self.action != "incremental":
             rows = f"{self.rows} rows" if self.rows is not None else "rows unknown"
             return f"{self.action}{because}: {rows}, {ms}"

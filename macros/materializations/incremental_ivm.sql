@@ -9,8 +9,12 @@
   Configs: ivm_strategy ('auto' | 'incremental' | 'full': per run, estimate the change and
   rebuild when that is cheaper; always maintain; always rebuild), ivm_on_unsupported ('fail' |
   'full_refresh'), on_schema_change ('fail' stops when
-  the model's columns change; otherwise the table is rebuilt), full_refresh, grants,
-  persist_docs, pre_hook / post_hook.
+  the model's columns change; otherwise the table is rebuilt), on_configuration_change
+  ('apply' | 'continue' | 'fail': when the model's SQL or a view it reads changed, rebuild;
+  keep maintaining the table as built; fail), contract (enforced: the query's columns and
+  types are checked before the run, as dbt's table materialization does, and the table's
+  visible columns after it), full_refresh, grants, persist_docs, pre_hook / post_hook.
+  --empty builds a missing table from empty inputs (the next run builds it in full).
 
   One macro for both adapters (`duckstream` on DuckDB/DuckLake, `duckstream_spark` on
   Spark/Iceberg): it is registered for `default`, and each adapter implements the
@@ -24,6 +28,11 @@
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
   {{ run_hooks(pre_hooks, inside_transaction=True) }}
 
+  {%- set contract = config.get('contract') -%}
+  {% if contract and contract.enforced %}
+    {% do get_assert_columns_equivalent(compiled_code) %}
+  {% endif %}
+
   {% if existing_relation is not none and not existing_relation.is_table %}
     {% do adapter.drop_relation(existing_relation) %}
   {% endif %}
@@ -36,7 +45,18 @@
       on_unsupported=config.get('ivm_on_unsupported', 'fail'),
       on_schema_change=config.get('on_schema_change'),
       strategy=config.get('ivm_strategy', 'auto'),
+      on_configuration_change=config.get('on_configuration_change'),
+      empty=flags.EMPTY,
   ) %}
+  {% if contract and contract.enforced %}
+    {#- the table's visible columns and types, as models reading it see them -#}
+    {%- set quoted = [] -%}
+    {%- for column in adapter.get_columns_in_relation(target_relation) -%}
+      {%- do quoted.append(adapter.quote(column.name)) -%}
+    {%- endfor -%}
+    {% do get_assert_columns_equivalent(
+        'select ' ~ (quoted | join(', ')) ~ ' from ' ~ target_relation) %}
+  {% endif %}
   {#- the SQL the run executed, where dbt writes a materialization's statement('main') -#}
   {% do write(outcome['sql']) %}
   {% do store_raw_result('main', message=outcome['message'], code='OK', rows_affected=outcome['rows']) %}

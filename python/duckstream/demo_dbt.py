@@ -28,7 +28,7 @@ from typing import Any
 MAINTAINED = ("--select", "path:models/intermediate", "path:models/marts", "--threads", "4")
 LAKE_VARIABLE = "DUCKSTREAM_LAKE_DIR"
 CATALOG_VARIABLE = "DUCKSTREAM_LAKE_CATALOG"
-IVM_ACTIONS = ("built", "rebuilt", "incremental", "up to date", "recomputed")
+IVM_ACTIONS = ("built", "rebuilt", "incremental", "up to date", "recomputed", "unchanged")
 WAITING = re.compile(r", (\d+) of them waiting")
 
 
@@ -41,6 +41,8 @@ class Invocation:
     seconds: float
     nodes: dict[str, tuple[str, str, float]] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
+    # per node that returned rows (``dbt show``): the names of their columns
+    columns: dict[str, list[str]] = field(default_factory=dict)
 
     def ivm_seconds(self) -> float:
         """Time spent in incremental_ivm models (their messages say what they did)."""
@@ -118,6 +120,9 @@ class Shop:
                 str(node.message or ""),
                 float(node.execution_time or 0.0),
             )
+            table = getattr(node, "agate_table", None)
+            if table is not None:
+                invocation.columns[node.node.name] = [str(name) for name in table.column_names]
         return invocation
 
     def connect(self) -> Any:

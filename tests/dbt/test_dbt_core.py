@@ -227,3 +227,94 @@ def test_materialize_unsupported_fails_with_line_or_recomputes() -> None:
     assert outcome.replaced and outcome.warnings
     with pytest.raises(ModelError, match="ivm_strategy must be one of"):
         materialize(FakeBackend(Found(False)), request(strategy="sometimes"))
+
+
+# -- on_configuration_change and --empty ---------------------------------------------------
+EDITED = SQL.replace("GROUP BY", "WHERE n > 1 GROUP BY")
+
+
+class EditedBackend(FakeBackend):
+    """Compiles the SQL the table was built from (``SQL``) to plan h1, any other SQL to h2."""
+
+    def compile(self, request):
+        self.calls.append(("compile", "as built" if request.sql == SQL else "edited"))
+        plan = "h1" if request.sql == SQL else "h2"
+        return "plan", Compiled(plan, ["customer", "n"], request.sql)
+
+
+def test_on_configuration_change_fail_continue_apply() -> None:
+    with pytest.raises(
+        ModelError,
+        match="duckstream: model totals: model SQL changed since lake.main.totals was built,"
+        " and on_configuration_change is 'fail'",
+    ):
+        materialize(EditedBackend(Found(True, state())), edited_request("fail"))
+    refreshed = Refreshed("incremental", "", 1, 1, inserted=1, deleted=0)
+    backend = EditedBackend(Found(True, state()), refreshed)
+    kept = materialize(backend, edited_request("continue"))
+    # maintained by the SQL it was built with
+    assert backend.calls == [("compile", "edited"), ("compile", "as built"), ("refresh", "auto")]
+    assert kept.message().startswith(
+        "incremental (model SQL changed, not applied: on_configuration_change is 'continue'):"
+        " +1 -0 rows"
+    )
+    assert "maintained by the SQL it was built with" in kept.warnings[0]
+    # the SQL as built no longer compiles to the table's plan (here: built as h0): left as is
+    stale = EditedBackend(Found(True, state(plan="h0")))
+    left = materialize(stale, edited_request("continue"))
+    assert left.action == "unchanged" and "NOT refreshed" in left.warnings[0]
+    assert not any(call[0] in ("build", "refresh") for call in stale.calls)
+    applied = EditedBackend(Found(True, state()))
+    assert materialize(applied, request(EDITED)).message().startswith("rebuilt (model SQL changed)")
+    # not the user's change (a source's columns): rebuilt whatever on_configuration_change says
+    columns = EditedBackend(Found(True, state(plan="h0")))
+    outcome = materialize(columns, request(on_configuration_change="fail"))
+    assert outcome.reason == "the columns of a table it reads changed"
+    with pytest.raises(ModelError, match="on_configuration_change must be one of"):
+        materialize(FakeBackend(Found(False)), edited_request("sometimes"))
+
+
+def edited_request(on_configuration_change: str) -> ModelRequest:
+    return request(EDITED, on_configuration_change=on_configuration_change)
+
+
+def test_empty_builds_a_missing_table_keeps_a_built_one_and_the_next_run_fills_it() -> None:
+    missing = FakeBackend(Found(False))
+    built_empty = materialize(missing, request(empty=True))
+    assert missing.calls == [("recompute", "empty")]
+    assert built_empty.message().startswith("built (--empty): 7 rows") and built_empty.replaced
+    existing = FakeBackend(Found(True, state()))
+    kept = materialize(existing, request(empty=True))
+    assert existing.calls == [] and kept.action == "unchanged"
+    after = FakeBackend(Found(True, state(mode="empty")))
+    filled = materialize(after, request())
+    assert after.calls == [("build", True, "h1")]
+    assert filled.message().startswith("rebuilt (built empty by --empty): 7 rows")
+
+
+def test_on_configuration_change_holds_back_an_edit_that_cannot_be_maintained() -> None:
+    """Edited SQL that does not compile: 'continue' keeps maintaining the table as built;
+    'fail' fails rather than let ivm_on_unsupported='full_refresh' replace the table."""
+    error = UnsupportedSQLError("table_function", "only tables and subqueries in FROM")
+
+    class Unsupported(EditedBackend):
+        def compile(self, request):
+            if request.sql != SQL:
+                raise error
+            return super().compile(request)
+
+    refreshed = Refreshed("incremental", "", 1, 1, inserted=2, deleted=1)
+    kept = Unsupported(Found(True, state()), refreshed)
+    outcome = materialize(kept, edited_request("continue"))
+    assert kept.calls == [("compile", "as built"), ("refresh", "auto")]
+    assert outcome.message().startswith("incremental (model SQL changed, not applied: ")
+    guarded = Unsupported(Found(True, state()))
+    recompute = request(EDITED, on_configuration_change="fail", on_unsupported="full_refresh")
+    with pytest.raises(ModelError, match="on_configuration_change is 'fail'"):
+        materialize(guarded, recompute)
+    assert guarded.calls == []  # nothing recomputed
+    with pytest.raises(ModelError, match="table_function"):  # the construct, as without
+        materialize(Unsupported(Found(True, state())), edited_request("fail"))
+    applied = Unsupported(Found(True, state()))
+    materialize(applied, request(EDITED, on_unsupported="full_refresh"))
+    assert applied.calls == [("recompute", "recompute")]

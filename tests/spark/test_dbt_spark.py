@@ -7,6 +7,7 @@ the ``spark`` fixture, so the test changes the sources dbt reads on the same JVM
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ def _dbt(project: Path, *args: str, success: bool = True) -> dict[str, tuple[str
     nodes = {
         r.node.name: (str(r.status), r.message or "")
         for r in (getattr(result.result, "results", None) or [])
+        if getattr(r, "node", None) is not None  # run-operation's result has none
     }
     assert result.success is success, (args, result.exception, nodes)
     return nodes
@@ -128,3 +130,87 @@ def test_run_change_run_test(
     assert recomputed["spread"][1].startswith("recomputed ("), recomputed
     tests = _dbt(project, "test")
     assert all(status == "pass" for status, _ in tests.values()), tests
+
+
+COUNTRY_ORDERS = """{{ config(materialized='incremental_ivm', ivm_strategy='incremental',
+            on_configuration_change='fail') }}
+select c.country, count(*) as orders
+from {{ source('raw', 'orders') }} as o
+join {{ source('raw', 'customers') }} as c on o.customer_id = c.customer_id
+group by c.country
+"""
+COUNTRY_ORDERS_YML = """version: 2
+models:
+  - name: country_orders
+    config:
+      contract: {enforced: true}
+    data_tests:
+      - dbt_duckstream.ivm_equivalent
+      - dbt_duckstream.ivm_lag: {arguments: {max_snapshots: 0}}
+    columns:
+      - name: country
+        data_type: string
+      - name: orders
+        data_type: bigint
+"""
+
+
+def test_dbt_conventions_on_spark(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What differs per engine in the dbt conventions (tests/dbt/test_dbt_conventions.py runs
+    them all on DuckLake): --empty's build from empty sources, the contract checked on
+    Spark's types, the lag read from Iceberg snapshots, dbt docs' catalog without hidden
+    columns, on_configuration_change 'fail' and 'continue'."""
+    pytest.importorskip("dbt.adapters.spark")
+    project = tmp_path / "spark"
+    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("target", "logs"))
+    shutil.copy(PROJECT.parent / "profiles.yml", tmp_path / "profiles.yml")
+    monkeypatch.setenv(
+        "DUCKSTREAM_SPARK_WAREHOUSE", spark.conf.get("spark.sql.catalog.lake.warehouse") or ""
+    )
+    monkeypatch.chdir(tmp_path)
+    sources = _sources()
+    sources.setup_sources(spark)
+    spark.sql("DROP TABLE IF EXISTS db.country_orders")
+    model = project / "models" / "country_orders.sql"
+    model.write_text(COUNTRY_ORDERS)
+    (project / "models" / "country_orders.yml").write_text(COUNTRY_ORDERS_YML)
+    only = ("--select", "country_orders")
+
+    empty = _dbt(project, "run", "--empty", *only)
+    assert empty["country_orders"][1].startswith("built (--empty): 0 rows"), empty
+    built = _dbt(project, "build", *only)
+    assert built["country_orders"][1].startswith("rebuilt (built empty by --empty): 5 rows")
+    assert all(status in ("success", "pass") for status, _ in built.values()), built
+
+    sources.change_sources(spark)
+    behind = _dbt(project, "test", *only, success=False)
+    assert [s for n, (s, _) in behind.items() if "ivm_lag" in n] == ["fail"], behind
+    _dbt(project, "run-operation", "duckstream_status", "--args", "{model: country_orders}")
+    caught_up = _dbt(project, "build", *only)
+    assert caught_up["country_orders"][1].startswith("incremental: "), caught_up
+    assert all(status in ("success", "pass") for status, _ in caught_up.values()), caught_up
+
+    _dbt(project, "docs", "generate", *only)
+    catalog = json.loads((project / "target/catalog.json").read_text())
+    node = catalog["nodes"]["model.duckstream_spark_tests.country_orders"]
+    assert list(node["columns"]) == ["country", "orders"], node["columns"]  # no _ivm_*
+
+    edited = COUNTRY_ORDERS.replace("group by", "where o.amount > 0\ngroup by")
+    model.write_text(edited)
+    failed = _dbt(project, "run", *only, success=False)
+    assert "on_configuration_change is 'fail'" in failed["country_orders"][1], failed
+    model.write_text(edited.replace("'fail'", "'continue'"))
+    sources.change_sources(spark)
+    kept = _dbt(project, "build", *only)
+    assert kept["country_orders"][1].startswith(
+        "incremental (model SQL changed, not applied: on_configuration_change is 'continue')"
+    ), kept
+    assert all(status in ("success", "pass") for status, _ in kept.values()), kept
+    (project / "models" / "country_orders.yml").write_text(
+        COUNTRY_ORDERS_YML.replace("bigint", "int")
+    )
+    model.write_text(COUNTRY_ORDERS)
+    broken = _dbt(project, "run", *only, success=False)
+    assert "contract" in broken["country_orders"][1].lower(), broken

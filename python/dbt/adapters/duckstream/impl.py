@@ -26,6 +26,8 @@ from dbt.adapters.duckstream.ivm import (
 from dbt_duckstream import hidden
 from dbt_duckstream.adapter import IVMAdapter, get
 from dbt_duckstream.model import state_name
+from duckstream.engines.ducklake.status import views_status
+from duckstream.status import ViewStatus
 
 
 class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
@@ -47,6 +49,16 @@ class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
             sql="",
         )
         return equivalence_sql(self._ivm_connection(), request, float_digits)
+
+    def _ivm_status(self, relation: Any) -> ViewStatus | None:
+        """From the DuckLake catalog's snapshot log (:mod:`duckstream.engines.ducklake.status`)."""
+        if not self.ivm_maintained(relation):
+            return None
+        con = self._ivm_connection()
+        database = relation.database or con.execute("SELECT current_database()").fetchone()[0]
+        name = f"{database}.{relation.schema}.{relation.identifier}".lower()
+        found = [s for s in views_status(con, database) if s.view.lower() == name]
+        return found[0] if found else None
 
     def get_columns_in_relation(self, relation: Any) -> list[Any]:
         """dbt-duckdb's columns, without duckstream's hidden ``_ivm_*`` columns when the

@@ -23,7 +23,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters import __about__ as about
 from dbt.adapters.duckstream_spark.__version__ import version as VERSION
 from dbt.adapters.duckstream_spark.connections import DuckstreamSparkConnectionManager
-from dbt.adapters.duckstream_spark.ivm import IcebergBackend, equivalence_sql
+from dbt.adapters.duckstream_spark.ivm import IcebergBackend, current_catalog, equivalence_sql
 from dbt_duckstream import hidden
 from dbt_duckstream.adapter import IVMAdapter
 
@@ -57,6 +57,22 @@ class DuckstreamSparkAdapter(IVMAdapter, SparkAdapter):
         columns = super().parse_columns_from_information(relation)
         information = getattr(relation, "information", None) or ""
         return hidden.visible(columns, lambda: hidden.spark_maintained(information))
+
+    def _ivm_status(self, relation: Any) -> Any:
+        """From the table's Iceberg snapshots (:mod:`duckstream.engines.iceberg.status`), in
+        the session's current catalog (dbt-spark's relations name none: their ``database``
+        repeats the schema)."""
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import AnalysisException
+
+        from duckstream.engines.iceberg.status import view_status
+
+        spark = self._ivm_session()
+        view = f"{current_catalog(spark)}.{relation.schema}.{relation.identifier}"
+        try:
+            return view_status(spark, view)
+        except (AnalysisException, Py4JJavaError):  # no such Iceberg table: not maintained
+            return None
 
     @available
     def ivm_docs_differ(self, relation: Any, model: Any) -> bool:
