@@ -215,6 +215,15 @@ def _phase(con: Any, name: str) -> Generator[Any]:
         _record(name, time.perf_counter() - start, counted.count)
 
 
+def log_profile(
+    what: str, plan: IVMPlan, report: RefreshReport | None, phases: list[Phase]
+) -> None:
+    """Log ``phases`` of ``what`` (a refresh, a rebuild) of ``plan`` at DEBUG on the
+    ``duckstream`` logger, as :func:`refresh` does (for :func:`begin` and :func:`finish`
+    run inside the caller's :func:`profiling`)."""
+    _log(what, plan, report, phases)
+
+
 def _log(what: str, plan: IVMPlan, report: RefreshReport | None, phases: list[Phase]) -> None:
     if not logger.isEnabledFor(logging.DEBUG):
         return
