@@ -115,3 +115,21 @@ def test_operators_see_engines_only_through_their_interface() -> None:
 def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_layers_import_downward_only() -> None:
+    """The compiler's layers, top down: ``normalize`` (view SQL -> normal form), then ``tree``
+    (operators and their delta rules), then the engines; ``expressions`` and ``clock`` are the
+    shared vocabulary under all of them. A layer imports only the layers below it."""
+    graph = _graph()
+    below = {
+        "duckstream.normalize": ("duckstream.tree", "duckstream.engines", "duckstream.sinks"),
+        "duckstream.tree": ("duckstream.normalize", "duckstream.sinks", "duckstream.compiler"),
+        "duckstream.expressions": ("duckstream.normalize", "duckstream.tree", "duckstream.engines"),
+        "duckstream.clock": ("duckstream.normalize", "duckstream.tree", "duckstream.engines"),
+    }
+    for module, deps in graph.items():
+        for layer, forbidden in below.items():
+            if module == layer or module.startswith(layer + "."):
+                bad = {d for d in deps if d.startswith(forbidden)}
+                assert not bad, f"{module} imports {sorted(bad)} (a layer above it)"

@@ -9,6 +9,7 @@ from duckstream import compile_ivm
 from duckstream.cli import main
 from duckstream.engines.ducklake.status import status_text, views_status
 from duckstream.runtime import refresh, setup
+from duckstream.testing import postgres
 from duckstream.testing.ducklake import connect_ducklake
 
 
@@ -60,7 +61,11 @@ def test_status_lists_views_with_their_lag_and_refreshes(tmp_path, capsys):
     assert f"dl.main.totals: cursors dl.main.facts at {total.cursors['dl.main.facts']}" in text
     con.close()
 
-    assert main(["status", directory, "--catalog", "dl"]) == 0
+    # a lake directory, or its ATTACH target when the suite keeps catalogs in PostgreSQL
+    catalogs = postgres.active()
+    lake = directory if catalogs is None else "ducklake:" + catalogs.target(directory)
+    data = [] if catalogs is None else ["--data-path", str(tmp_path / "lake" / "data") + "/"]
+    assert main(["status", lake, "--catalog", "dl", *data]) == 0
     out = capsys.readouterr().out
     assert out.startswith("view | behind") and "dl.main.totals" in out and "gone" not in out
 

@@ -92,8 +92,9 @@ def status(lake: str, catalog: str, data_path: str | None, recent: int) -> int:
     import duckdb
 
     from duckstream.connection import literal
+    from duckstream.engines.ducklake.extension import load_extension
     from duckstream.engines.ducklake.status import status_text, views_status
-    from duckstream.testing.ducklake import attach_ducklake, load_extension, quote
+    from duckstream.lake import attach_ducklake, quote
 
     con = duckdb.connect()
     try:

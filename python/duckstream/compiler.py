@@ -13,11 +13,13 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Tokenizer
 
+from duckstream.clock import at_clock, clock_kind
 from duckstream.engines import engine_for
 from duckstream.engines.base import Engine, Source, Target, Version
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
+from duckstream.expressions import aliased, conjuncts
 from duckstream.normalize import normalize_forms
-from duckstream.normalize.pin_clock import at_clock, clock_kind, is_temporal_filter
+from duckstream.normalize.pin_clock import is_temporal_filter
 from duckstream.plan import (
     PROTOCOL,
     Applied,
@@ -34,7 +36,7 @@ from duckstream.reads import source_reads
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
-from duckstream.tree.base import Context, aliased, conjuncts, key_semijoins
+from duckstream.tree.base import Context, key_semijoins
 from duckstream.tree.build import split_select
 from duckstream.tree.columns import table_key, used_columns
 from duckstream.tree.constant import reads_no_table

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 from duckstream import compile_ivm
+from duckstream.lake import connect_ducklake
 from duckstream.runtime import refresh, setup
 from duckstream.testing.differential import as_multiset
-from duckstream.testing.ducklake import connect_ducklake
 
 VIEW = """
 SELECT customer, count(*) AS orders, sum(amount) AS revenue, max(amount) AS largest

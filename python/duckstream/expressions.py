@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -121,3 +122,89 @@ NONDETERMINISTIC_NODES = (
     exp.First,
     exp.Last,
 )
+
+
+# Functions whose value changes between refreshes: the clock (``current_date`` and the like),
+# random numbers, sequences. Listed here, not only in validation, so that a relation reading
+# one is never taken for a constant, whatever validation lets through (time as a source).
+_CLOCK_NODES = (exp.CurrentDate, exp.CurrentTime, exp.CurrentTimestamp, exp.Rand, exp.Uuid)
+_CLOCK_NAMES = {
+    "now",
+    "today",
+    "current_date",
+    "current_time",
+    "current_timestamp",
+    "get_current_time",
+    "get_current_timestamp",
+    "transaction_timestamp",
+    "localtime",
+    "localtimestamp",
+    "sysdate",
+    "unix_timestamp",
+}
+
+
+def varies(node: exp.Expr) -> bool:
+    """Whether ``node`` holds a function whose value changes over time or from call to call
+    (the clock, ``random()``, ``nextval``: validation's non-deterministic functions too).
+
+    >>> from sqlglot import parse_one
+    >>> [varies(parse_one(s, read="duckdb")) for s in ("SELECT 1 + 2", "SELECT current_date",
+    ...     "SELECT now()", "SELECT * FROM range(DATE '2020-01-01', today(), INTERVAL 1 DAY)")]
+    [False, True, True, True]
+    """
+    for found in node.walk():
+        if isinstance(found, _CLOCK_NODES + NONDETERMINISTIC_NODES):
+            return True
+        if isinstance(found, exp.Func):
+            name = found.name if isinstance(found, exp.Anonymous) else found.sql_name()
+            if name.lower() in _CLOCK_NAMES | NONDETERMINISTIC:
+                return True
+    return False
+
+
+_PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def ident(name: str) -> exp.Identifier:
+    """An identifier for a column name, quoted only when it has to be."""
+    return exp.to_identifier(name, quoted=not _PLAIN.match(name))
+
+
+def conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
+    if condition is None:
+        return []
+    if isinstance(condition, exp.And):
+        return list(condition.flatten())
+    return [condition]
+
+
+def aliased(query: exp.Expr, alias: exp.TableAlias | str) -> exp.Subquery:
+    """``(query) AS alias``, keeping a column list if the user's alias had one."""
+    table_alias = (
+        alias.copy()
+        if isinstance(alias, exp.TableAlias)
+        else exp.TableAlias(this=exp.to_identifier(alias))
+    )
+    return exp.Subquery(this=query, alias=table_alias)
+
+
+def has_window(select: exp.Select) -> bool:
+    """Whether ``select``'s own items hold a window function (not a nested query's)."""
+    return any(own_windows(item) for item in select.expressions)
+
+
+def own_windows(node: exp.Expr) -> list[exp.Window]:
+    return [
+        w
+        for w in node.find_all(exp.Window)
+        if not any(isinstance(p, exp.Query) for p in parents(w, node))
+    ]
+
+
+def parents(node: exp.Expr, top: exp.Expr) -> list[exp.Expr]:
+    found, parent = [], node.parent
+    while parent is not None and parent is not top:
+        found.append(parent)
+        parent = parent.parent
+    return found

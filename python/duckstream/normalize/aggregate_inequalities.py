@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from duckstream.expressions import conjuncts
 from duckstream.normalize.decorrelate_subqueries import (
     comparison_of_columns,
     equality,
@@ -41,7 +42,6 @@ from duckstream.normalize.decorrelate_subqueries import (
     side_of,
     source_names,
 )
-from duckstream.tree.base import conjuncts
 
 # the mirrored operator: ``a op b`` is ``b op' a``
 _MIRRORED: dict[type[exp.Expr], type[exp.Expr]] = {

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from duckstream.expressions import NONDETERMINISTIC, NONDETERMINISTIC_NODES
+from duckstream.expressions import varies
 
 SERIES_FUNCTIONS = ("range", "generate_series")
 
@@ -72,45 +72,6 @@ def is_constant_relation(node: exp.Expr) -> bool:
 def _constant(node: exp.Expr) -> bool:
     found = node.find(exp.Column, exp.Query, exp.Window, exp.AggFunc, exp.Placeholder)
     return found is None and not varies(node)
-
-
-# Functions whose value changes between refreshes: the clock (``current_date`` and the like),
-# random numbers, sequences. Listed here, not only in validation, so that a relation reading
-# one is never taken for a constant, whatever validation lets through (time as a source).
-_CLOCK_NODES = (exp.CurrentDate, exp.CurrentTime, exp.CurrentTimestamp, exp.Rand, exp.Uuid)
-_CLOCK_NAMES = {
-    "now",
-    "today",
-    "current_date",
-    "current_time",
-    "current_timestamp",
-    "get_current_time",
-    "get_current_timestamp",
-    "transaction_timestamp",
-    "localtime",
-    "localtimestamp",
-    "sysdate",
-    "unix_timestamp",
-}
-
-
-def varies(node: exp.Expr) -> bool:
-    """Whether ``node`` holds a function whose value changes over time or from call to call
-    (the clock, ``random()``, ``nextval``: validation's non-deterministic functions too).
-
-    >>> from sqlglot import parse_one
-    >>> [varies(parse_one(s, read="duckdb")) for s in ("SELECT 1 + 2", "SELECT current_date",
-    ...     "SELECT now()", "SELECT * FROM range(DATE '2020-01-01', today(), INTERVAL 1 DAY)")]
-    [False, True, True, True]
-    """
-    for found in node.walk():
-        if isinstance(found, _CLOCK_NODES + NONDETERMINISTIC_NODES):
-            return True
-        if isinstance(found, exp.Func):
-            name = found.name if isinstance(found, exp.Anonymous) else found.sql_name()
-            if name.lower() in _CLOCK_NAMES | NONDETERMINISTIC:
-                return True
-    return False
 
 
 def _series_call(table: exp.Table) -> str:

@@ -32,8 +32,8 @@ import itertools
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
-from duckstream.expressions import rewrite_innermost_first
-from duckstream.normalize.isolate_windows import has_window, isolate
+from duckstream.expressions import has_window, rewrite_innermost_first
+from duckstream.normalize.isolate_windows import isolate
 
 # CUBE of n expressions is 2**n branches, each a scan of the input at both snapshots; the
 # operator tree nests one union per branch (64 exceed Python's recursion limit).

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from duckstream.tree.base import conjuncts
+from duckstream.expressions import conjuncts
 
 
 def factor_disjunctions(expression: exp.Expr) -> exp.Expr:

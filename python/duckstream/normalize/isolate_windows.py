@@ -33,33 +33,11 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
-from duckstream.expressions import rewrite_innermost_first
+from duckstream.expressions import aliased, has_window, parents, rewrite_innermost_first
 from duckstream.normalize.wrap_set_operation import select_from
-from duckstream.tree.base import aliased
 
 INNER = "_ivm_wi"
 OUTER = "_ivm_w"
-
-
-def has_window(select: exp.Select) -> bool:
-    """Whether ``select``'s own items hold a window function (not a nested query's)."""
-    return any(_own_windows(item) for item in select.expressions)
-
-
-def _own_windows(node: exp.Expr) -> list[exp.Window]:
-    return [
-        w
-        for w in node.find_all(exp.Window)
-        if not any(isinstance(p, exp.Query) for p in _parents(w, node))
-    ]
-
-
-def _parents(node: exp.Expr, top: exp.Expr) -> list[exp.Expr]:
-    found, parent = [], node.parent
-    while parent is not None and parent is not top:
-        found.append(parent)
-        parent = parent.parent
-    return found
 
 
 def isolate_windows(expression: exp.Expr) -> exp.Expr:
@@ -198,7 +176,7 @@ def _check_grouped(select: exp.Select, items: list[exp.Expr]) -> None:
 
 
 def _in_query(node: exp.Expr, top: exp.Expr) -> bool:
-    return any(isinstance(p, exp.Query) for p in _parents(node, top))
+    return any(isinstance(p, exp.Query) for p in parents(node, top))
 
 
 def _is_window_function(call: exp.Expr) -> bool:
@@ -209,6 +187,6 @@ def _is_window_function(call: exp.Expr) -> bool:
 def _own_aggregates(item: exp.Expr) -> bool:
     """An aggregate outside any window (``sum(x)``, not ``sum(x) OVER (...)``)."""
     return any(
-        not _is_window_function(a) and not any(isinstance(p, exp.Query) for p in _parents(a, item))
+        not _is_window_function(a) and not any(isinstance(p, exp.Query) for p in parents(a, item))
         for a in item.find_all(exp.AggFunc)
     )

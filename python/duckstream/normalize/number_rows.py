@@ -27,8 +27,8 @@ import sqlglot
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.expressions import aliased
 from duckstream.normalize.wrap_set_operation import output_names
-from duckstream.tree.base import aliased
 
 SORTED = "_ivm_sorted"
 RANK = "_ivm_rank"

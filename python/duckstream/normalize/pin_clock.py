@@ -28,11 +28,9 @@ every midnight (``normalize.validate`` refuses it, as the other volatile functio
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sqlglot import exp
 
-CLOCK = "_ivm_clock"
+from duckstream.clock import clock_kind, clock_kinds, mark
 
 # function name (lower case) -> the kind of clock value it reads
 KINDS = {
@@ -62,23 +60,6 @@ def _kind_of_function(node: exp.Expr) -> str | None:
     return None
 
 
-def mark(kind: str) -> exp.Anonymous:
-    """The mark of the clock value ``kind``."""
-    return exp.Anonymous(this=CLOCK, expressions=[exp.Literal.string(kind)])
-
-
-def clock_kind(node: exp.Expr) -> str | None:
-    """The kind of the mark ``node`` (None: not a mark)."""
-    if isinstance(node, exp.Anonymous) and node.name.lower() == CLOCK and node.expressions:
-        return node.expressions[0].name
-    return None
-
-
-def clock_kinds(expression: exp.Expr) -> set[str]:
-    """The kinds of clock value ``expression`` reads."""
-    return {k for n in expression.find_all(exp.Anonymous) if (k := clock_kind(n)) is not None}
-
-
 def pin_clock(expression: exp.Expr) -> exp.Expr:
     """``expression`` with every time function replaced by the mark of its clock value."""
 
@@ -87,24 +68,6 @@ def pin_clock(expression: exp.Expr) -> exp.Expr:
         return node if kind is None else mark(kind)
 
     return expression.transform(replace)
-
-
-def at_clock(
-    expression: exp.Expr, value: Callable[[str], exp.Expr], *, copy: bool = True
-) -> exp.Expr:
-    """``expression`` with each mark replaced by ``value(kind)``.
-
-    >>> from sqlglot import parse_one
-    >>> marked = pin_clock(parse_one("d >= current_date - 7"))
-    >>> at_clock(marked, lambda kind: exp.cast(exp.Literal.string("2026-01-08"), "date")).sql()
-    "d >= CAST('2026-01-08' AS DATE) - 7"
-    """
-
-    def replace(node: exp.Expr) -> exp.Expr:
-        kind = clock_kind(node)
-        return node if kind is None else value(kind)
-
-    return expression.transform(replace, copy=copy)
 
 
 # -- temporal filters: what tree.temporal_filter maintains as the clock moves ----------------

@@ -43,8 +43,8 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 
 from duckstream.errors import UnsupportedSQLError
+from duckstream.expressions import ident
 from duckstream.normalize.eliminate_qualify import FROM_QUALIFY
-from duckstream.tree.base import ident
 
 
 def qualify_view(

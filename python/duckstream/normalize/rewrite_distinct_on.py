@@ -22,10 +22,9 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
-from duckstream.expressions import rewrite_innermost_first
+from duckstream.expressions import aliased, rewrite_innermost_first
 from duckstream.normalize.number_rows import RANK, number_rows
 from duckstream.normalize.wrap_set_operation import output_names
-from duckstream.tree.base import aliased
 
 FIRST = "_ivm_first"
 

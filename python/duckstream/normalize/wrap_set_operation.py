@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from duckstream.tree.base import aliased
+from duckstream.expressions import aliased
 
 
 def wrap_set_operation(expression: exp.Expr) -> exp.Expr:

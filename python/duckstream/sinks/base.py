@@ -6,8 +6,9 @@ from abc import ABC, abstractmethod
 
 from sqlglot import exp
 
+from duckstream.expressions import ident
 from duckstream.plan import Step
-from duckstream.tree.base import Context, col, ident
+from duckstream.tree.base import Context, col
 
 
 class Sink(ABC):

@@ -11,7 +11,9 @@ from typing import Any
 
 import duckdb
 
+from duckstream import lake
 from duckstream.engines.ducklake.extension import extension_path, load_extension
+from duckstream.lake import quote
 from duckstream.testing import postgres
 
 __all__ = [
@@ -25,11 +27,6 @@ __all__ = [
 ]
 
 
-def quote(name: str) -> str:
-    """Quote an SQL identifier (catalog, schema or table name)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def attach_ducklake(
     con: duckdb.DuckDBPyConnection,
     directory: str,
@@ -37,36 +34,12 @@ def attach_ducklake(
     data_inlining_row_limit: int | None = None,
     metadata: str | None = None,
 ) -> None:
-    """Attach (creating if needed) the DuckLake kept in ``directory`` as catalog ``alias``.
-
-    Metadata lives in ``<dir>/metadata.ducklake`` and data in ``<dir>/data/``; ``metadata``:
-    another DuckLake metadata target instead of the file (``postgres:dbname=... host=...``: a
-    PostgreSQL catalog, the postgres extension loaded from its PyPI package). While
-    :func:`duckstream.testing.postgres.serving` is active the default is the directory's
-    database on its server. DuckLake stores
-    DATA_PATH as first given and rejects other spellings, so paths are made absolute, and
-    OVERRIDE_DATA_PATH keeps a copied or moved lake directory usable (file paths inside the
-    catalog are relative to DATA_PATH): a loaded TPC-H lake can be reused as a template.
-    ``data_inlining_row_limit``: DuckLake's option of that name for the catalog (0 turns
-    inlining off, as large loads behave: every change is a data or delete file); None keeps
-    DuckLake's default.
-    """
-    root = Path(directory).resolve()
-    (root / "data").mkdir(parents=True, exist_ok=True)
-    load_extension(con, "ducklake")
+    """:func:`duckstream.lake.attach_ducklake`, whose catalog defaults to the directory's
+    database on the test suite's PostgreSQL server while
+    :func:`duckstream.testing.postgres.serving` is active."""
     if metadata is None and (catalogs := postgres.active()) is not None:
-        metadata = catalogs.target(str(root))
-    if metadata is None:
-        metadata = str(root / "metadata.ducklake")
-    elif metadata.startswith("postgres:"):
-        load_extension(con, "postgres")
-    metadata = metadata.replace("'", "''")
-    data = (str(root / "data") + "/").replace("'", "''")
-    options = f"DATA_PATH '{data}', OVERRIDE_DATA_PATH true"
-    con.execute(f"ATTACH 'ducklake:{metadata}' AS {quote(alias)} ({options})")
-    if data_inlining_row_limit is not None:
-        limit = int(data_inlining_row_limit)
-        con.execute(f"CALL {quote(alias)}.set_option('data_inlining_row_limit', {limit})")
+        metadata = catalogs.target(str(Path(directory).resolve()))
+    lake.attach_ducklake(con, directory, alias, data_inlining_row_limit, metadata)
 
 
 def connect_ducklake(

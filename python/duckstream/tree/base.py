@@ -13,7 +13,6 @@ the view itself, whether or not they are qualified, without knowing the source s
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable
 from contextlib import AbstractContextManager, contextmanager
@@ -23,8 +22,7 @@ from dataclasses import dataclass, field, replace
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Engine, Source, Version
-
-_PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
+from duckstream.expressions import conjuncts, ident
 
 # Whether restrictions to keys are spelled as uncorrelated semi-joins (:func:`restrict_to`
 # in ``tree.aggregate``) and key filters pushed into derived tables (:func:`push_key_filter`).
@@ -63,11 +61,6 @@ def states_unfiltered() -> AbstractContextManager[None]:
     operator's terms (top-k views recompute their whole input) planned 2.5x slower with them
     on DuckDB 1.5.5 (TPC-H Q18 with LIMIT, SF 0.1 append, CPU time)."""
     return _setting(_FILTER_STATES, False)
-
-
-def ident(name: str) -> exp.Identifier:
-    """An identifier for a column name, quoted only when it has to be."""
-    return exp.to_identifier(name, quoted=not _PLAIN.match(name))
 
 
 def col(name: str, table: str | None = None) -> exp.Column:
@@ -517,14 +510,6 @@ def row_columns(rows: exp.Expr) -> set[str] | None:
     return None if "*" in selected else set(selected)
 
 
-def conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
-    if condition is None:
-        return []
-    if isinstance(condition, exp.And):
-        return list(condition.flatten())
-    return [condition]
-
-
 def union_all(queries: list[exp.Select]) -> exp.Query:
     """``q1 UNION ALL q2 ...``; an empty list is not allowed."""
     assert queries, "union of no queries"
@@ -664,13 +649,3 @@ class Relation(ABC):
 
 def mult_column(alias: str) -> exp.Column:
     return exp.column(MULT, table=alias)
-
-
-def aliased(query: exp.Expr, alias: exp.TableAlias | str) -> exp.Subquery:
-    """``(query) AS alias``, keeping a column list if the user's alias had one."""
-    table_alias = (
-        alias.copy()
-        if isinstance(alias, exp.TableAlias)
-        else exp.TableAlias(this=exp.to_identifier(alias))
-    )
-    return exp.Subquery(this=query, alias=table_alias)

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from duckstream.clock import clock_kinds
 from duckstream.engines.base import Source
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
-from duckstream.normalize.isolate_windows import has_window
-from duckstream.normalize.pin_clock import clock_kinds
+from duckstream.expressions import conjuncts, has_window
 from duckstream.tree.aggregate import Aggregate
-from duckstream.tree.base import Block, Context, Leaf, Relation, conjuncts
+from duckstream.tree.base import Block, Context, Leaf, Relation
 from duckstream.tree.constant import ConstantLeaf, ConstantRelation, reads_no_table
 from duckstream.tree.derived import Derived
 from duckstream.tree.distinct import Distinct

@@ -26,8 +26,8 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Source, Version
-from duckstream.normalize.constant_relations import varies
-from duckstream.tree.base import Context, Leaf, Relation, aliased
+from duckstream.expressions import aliased, varies
+from duckstream.tree.base import Context, Leaf, Relation
 
 
 def reads_no_table(query: exp.Expr) -> bool:

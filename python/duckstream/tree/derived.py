@@ -16,7 +16,8 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
-from duckstream.tree.base import Context, Leaf, Relation, aliased, mult_column
+from duckstream.expressions import aliased
+from duckstream.tree.base import Context, Leaf, Relation, mult_column
 
 
 @dataclass

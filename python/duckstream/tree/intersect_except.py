@@ -31,8 +31,9 @@ from typing import ClassVar
 from sqlglot import exp, parse_one
 
 from duckstream.engines.base import MULT, Source, Version
+from duckstream.expressions import aliased
 from duckstream.tree.aggregate import null_safe_match
-from duckstream.tree.base import Context, Relation, aliased, col, union_all
+from duckstream.tree.base import Context, Relation, col, union_all
 from duckstream.tree.union import stack
 
 LEFT, RIGHT = "_ivm_l", "_ivm_r"  # a row's copies in the first and in the second branch

@@ -46,14 +46,13 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
+from duckstream.expressions import aliased, conjuncts
 from duckstream.tree.base import (
     Block,
     Context,
     Leaf,
     Term,
-    aliased,
     column_tables,
-    conjuncts,
     key_in,
     push_key_filter,
     row_columns,

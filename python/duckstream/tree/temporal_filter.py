@@ -33,8 +33,8 @@ from typing import ClassVar
 
 from sqlglot import exp
 
+from duckstream.clock import at_clock
 from duckstream.engines.base import Source, Version
-from duckstream.normalize.pin_clock import at_clock
 from duckstream.tree.base import Block, Context, Term
 
 

@@ -23,7 +23,8 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
-from duckstream.tree.base import Context, Relation, aliased
+from duckstream.expressions import aliased
+from duckstream.tree.base import Context, Relation
 
 
 def stack(queries: Sequence[exp.Query], tags: Sequence[Sequence[exp.Expr]] = ()) -> exp.Query:

@@ -50,6 +50,7 @@ from dbt_duckstream.materialize import materialize as materialize_with
 from dbt_duckstream.model import ModelError, ModelRequest, State, plan_hash
 from dbt_duckstream.outcome import Outcome
 from dbt_duckstream.plans import PlanCache, StateCache
+from duckstream.clock import at_clock
 from duckstream.compiler import compile_ivm
 from duckstream.connection import Connection
 from duckstream.engines.ducklake import cursors as ducklake_cursors
@@ -58,7 +59,7 @@ from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.runner import run_statements
 from duckstream.engines.ducklake.schema import schema_of
 from duckstream.errors import UnsupportedSQLError
-from duckstream.normalize.pin_clock import at_clock, pin_clock
+from duckstream.normalize.pin_clock import pin_clock
 from duckstream.plan import IVMPlan, Naming
 from duckstream.refresh import Phase, RefreshReport
 

@@ -37,6 +37,7 @@ from dbt_duckstream import equivalence
 from dbt_duckstream.decide import Compiled, Found
 from dbt_duckstream.materialize import Refreshed
 from dbt_duckstream.model import ModelRequest, State, plan_hash
+from duckstream.clock import at_clock
 from duckstream.compiler import compile_ivm
 from duckstream.engines.iceberg.estimate import choose
 from duckstream.engines.iceberg.runner import (
@@ -51,7 +52,7 @@ from duckstream.engines.iceberg.runner import (
 )
 from duckstream.engines.iceberg.schema import schema_of
 from duckstream.engines.iceberg.window import CLOCK_PROPERTY, read_logs
-from duckstream.normalize.pin_clock import at_clock, pin_clock
+from duckstream.normalize.pin_clock import pin_clock
 from duckstream.plan import IVMPlan, Naming
 from duckstream.refresh import Phase, RefreshReport
 
