@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import json
 import threading
 from pathlib import Path
 
@@ -140,6 +141,31 @@ def test_plans_are_compiled_once_per_model_version(shop, tmp_path) -> None:
     plans.store(edited, CachedPlan("e" * 64, [], "another plan", Compiled("h", [], "")))
     assert plans.load(dotted, "f" * 64) is not None
     assert len(list((tmp_path / "plans").iterdir())) == 2
+
+
+def test_a_state_is_read_once_per_build(shop, tmp_path) -> None:
+    """The state a table was built with is kept under target/ by its state table's uuid
+    (new with each build): runs that find the same uuid read no state table; a build
+    replaces it, and the state kept for the old one is neither used nor kept."""
+    plans = PlanCache(tmp_path / "plans")
+    states = tmp_path / "states"
+    materialize(shop, request(), plans)
+    assert not states.exists()  # the build wrote the state; nothing read it yet
+    shop.execute("INSERT INTO dl.main.orders VALUES (4, 'cy', 2)")
+    assert materialize(shop, request(), plans).action == "incremental"
+    (kept,) = states.iterdir()
+    # what is kept is what the next run decides on: a kept state of another plan rebuilds
+    record = json.loads(kept.read_text())
+    kept.write_text(json.dumps(record | {"plan_hash": "another plan"}))
+    shop.execute("INSERT INTO dl.main.orders VALUES (5, 'dee', 3)")
+    rebuilt = materialize(shop, request(), plans)
+    assert rebuilt.action == "rebuilt" and differences(shop, request()) == []
+    # the rebuild replaced the state table: its state is read again, the old one dropped
+    shop.execute("INSERT INTO dl.main.orders VALUES (6, 'eve', 4)")
+    assert materialize(shop, request(), plans).action == "incremental"
+    (again,) = states.iterdir()
+    assert again != kept and json.loads(again.read_text()) == record
+    assert differences(shop, request()) == []
 
 
 def test_a_cached_plan_is_compiled_again_when_a_view_it_reads_is_redefined(shop, tmp_path):

@@ -26,6 +26,7 @@ from dbt.adapters.duckstream.ivm import (
 from dbt_duckstream import hidden
 from dbt_duckstream.adapter import IVMAdapter, get
 from dbt_duckstream.model import state_name
+from dbt_duckstream.plans import StateCache
 from duckstream.engines.ducklake.status import views_status
 from duckstream.status import ViewStatus
 
@@ -35,7 +36,10 @@ class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
     ivm_logger = AdapterLogger("duckstream")
 
     def _ivm_backend(self) -> DuckLakeBackend:
-        return DuckLakeBackend(self._ivm_connection())
+        config = getattr(self, "config", None)  # the dbt adapter's RuntimeConfig
+        target = getattr(config, "project_target_path", None)
+        states = StateCache.under(target) if target else None
+        return DuckLakeBackend(self._ivm_connection(), states)
 
     def _ivm_waited(self) -> float:
         return connections.waited()
