@@ -18,6 +18,7 @@ from duckstream.engines.base import Engine, Source, Target, Version
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.normalize import normalize_forms
 from duckstream.normalize.pin_clock import at_clock, clock_kind, is_temporal_filter
+from duckstream.normalize.recursive_ctes import restore
 from duckstream.plan import (
     PROTOCOL,
     Applied,
@@ -78,6 +79,7 @@ def compile_ivm(
     naming: Naming | None = None,
     sources: dict[str, dict] | None = None,
     schema: dict | None = None,
+    max_recursion_depth: int = 1000,
 ) -> IVMPlan:
     """Compile ``view_sql`` into an :class:`IVMPlan` for a view named ``mv_name``.
 
@@ -99,7 +101,10 @@ def compile_ivm(
         _check_name(what, name)
     engine = engine_for(dialect)
     with key_semijoins(engine.key_semijoins):
-        return _compile(view_sql, engine, naming, mv_catalog, mv_schema, dialect, sources, schema)
+        return _compile(
+            view_sql, engine, naming, mv_catalog, mv_schema, dialect, sources, schema,
+            max_recursion_depth,
+        )  # fmt: skip
 
 
 def _compile(
@@ -111,8 +116,12 @@ def _compile(
     dialect: str,
     sources: dict[str, dict] | None,
     schema: dict | None,
+    max_recursion_depth: int = 1000,
 ) -> IVMPlan:
-    tree = build_tree(view_sql, engine, naming, mv_catalog, mv_schema, dialect, sources, schema)
+    tree = build_tree(
+        view_sql, engine, naming, mv_catalog, mv_schema, dialect, sources, schema,
+        max_recursion_depth,
+    )  # fmt: skip
     select, found, ctx, target, sink = tree.select, tree.found, tree.ctx, tree.target, tree.sink
     recomputed, references = tree.recomputed, tree.references
     view = _fill_view(engine, found, select, recomputed, grouped=isinstance(sink, GroupedSink))
@@ -149,7 +158,9 @@ def _compile(
     by_name = {s.fqn: s for s in found.values()}
     sources_read = list(found.values())
     return IVMPlan(
-        view_sql=engine.sql(at_clock(select, lambda kind: engine.clock(Version.NEW, kind))),
+        view_sql=engine.sql(
+            restore(at_clock(select, lambda kind: engine.clock(Version.NEW, kind)))
+        ),
         create_cursors_table=rendered["create_cursors_table"][0],
         create_mv=rendered["create_mv"][0],
         initialize_cursors=rendered["initialize_cursors"],
@@ -191,6 +202,7 @@ def build_tree(
     dialect: str,
     sources: dict[str, dict] | None,
     schema: dict | None,
+    max_recursion_depth: int = 1000,
 ) -> Tree:
     """Parse, normalize and build the operator tree and sink of ``view_sql``."""
     parsed = parse_view(view_sql, dialect)
@@ -228,7 +240,7 @@ def build_tree(
             "the view reads no table, so nothing can change it: there is nothing to maintain"
             " (materialize it as a table)",
         )
-    ctx = Context(engine=engine)
+    ctx = Context(engine=engine, max_recursion_depth=max_recursion_depth)
     parts = split_select(select, ctx, resolve)
     engine.bind(target, list(found.values()))
     if any(s.fqn == target.fqn for s in found.values()):

@@ -20,6 +20,7 @@ from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.isolate_windows import isolate_windows
 from duckstream.normalize.pin_clock import pin_clock
 from duckstream.normalize.qualify_view import qualify_view
+from duckstream.normalize.recursive_ctes import restore
 from duckstream.normalize.rewrite_distinct_on import rewrite_distinct_on
 from duckstream.normalize.rewrite_filtered_aggregates import rewrite_filtered_aggregates
 from duckstream.normalize.rewrite_top_k import rewrite_top_k
@@ -94,7 +95,7 @@ def normalize_forms(
     expression = rewrite_top_k(expression)
     # after the top-k: its ORDER BY / LIMIT apply to the union of the grouping sets
     expression = expand_grouping_sets(expression, grand_total_over_no_rows)
-    recompute = expression.copy()
+    recompute = restore(expression)  # recursive CTEs as written
     assert isinstance(recompute, exp.Query)
     # a correlation repeated in each branch of an OR is one equality (TPC-DS Q41)
     expression = factor_disjunctions(expression)

@@ -1,0 +1,292 @@
+"""Recursive CTEs (``tree.recursive``): the operator's delta against its definition over
+random edge tables (trees, DAGs, cycles under UNION), and maintained views on DuckLake
+through windows of inserts, deletes and updates."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import duckdb
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from duckstream.compiler import compile_ivm
+from duckstream.engines.base import Version
+from duckstream.errors import UnsupportedSQLError
+from duckstream.testing.differential import (
+    Column,
+    Delete,
+    DuckLakeHarness,
+    Insert,
+    TableSpec,
+    Update,
+    as_multiset,
+    run_scenario,
+    sql_literal,
+    tables_schema,
+)
+from duckstream.testing.ducklake import connect_ducklake
+from tests.test_operators import relation_of
+
+EDGES = [Column("src", "INTEGER"), Column("dst", "INTEGER"), Column("w", "INTEGER")]
+ROOTS = [Column("id", "INTEGER")]
+NODES = 6
+
+# reachability and hierarchies: {kind} is UNION or UNION ALL
+REACH = (
+    "WITH RECURSIVE r(node) AS (SELECT id FROM roots {kind}"
+    " SELECT e.dst FROM r JOIN edges AS e ON e.src = r.node) SELECT node FROM r"
+)
+LEVELS = (
+    "WITH RECURSIVE h(node, lvl) AS (SELECT id, 0 FROM roots UNION ALL"
+    " SELECT e.dst, h.lvl + 1 FROM h JOIN edges e ON e.src = h.node WHERE e.w > 0)"
+    " SELECT node, lvl FROM h"
+)
+CLOSURE = (
+    "WITH RECURSIVE tc(a, b) AS (SELECT src, dst FROM edges {kind}"
+    " SELECT tc.a, e.dst FROM tc, edges AS e WHERE e.src = tc.b) SELECT a, b FROM tc"
+)
+COUNTED = (
+    "WITH RECURSIVE r(node) AS (SELECT id FROM roots {kind}"
+    " SELECT e.dst FROM r JOIN edges AS e ON e.src = r.node)"
+    " SELECT node, count(*) AS n FROM r GROUP BY node"
+)
+# the parts of a bill of materials: quantities multiply along the paths (UNION ALL, a DAG)
+PARTS = (
+    "WITH RECURSIVE bom(part, qty) AS (SELECT id, 1 FROM roots UNION ALL"
+    " SELECT e.dst, bom.qty * e.w FROM bom JOIN edges e ON e.src = bom.part)"
+    " SELECT part, sum(qty) AS total FROM bom GROUP BY part"
+)
+BAG_VIEWS = [REACH.format(kind="UNION ALL"), LEVELS, CLOSURE.format(kind="UNION ALL"), PARTS]
+SET_VIEWS = [REACH.format(kind="UNION"), CLOSURE.format(kind="UNION"), COUNTED.format(kind="UNION")]
+
+
+def edge(draw, acyclic: bool) -> tuple:
+    src = draw(st.integers(0, NODES - 1))
+    if acyclic:  # src < dst: a DAG (several paths to a node, no cycle)
+        dst = draw(st.integers(src, NODES)) if src < NODES else NODES
+        dst = max(dst, src + 1)
+    else:
+        dst = draw(st.integers(0, NODES - 1))
+    return (src, dst, draw(st.integers(0, 3)))
+
+
+@st.composite
+def graphs(draw, acyclic: bool):
+    """Edges (duplicates allowed) and roots: old rows, deleted, inserted, transient."""
+    edges = [edge(draw, acyclic) for _ in range(draw(st.integers(0, 10)))]
+    roots = [(draw(st.integers(0, NODES - 1)),) for _ in range(draw(st.integers(0, 3)))]
+
+    def change(rows_, make):
+        kept = [r for r in rows_ if draw(st.integers(0, 2)) > 0]
+        deleted = list((Counter(rows_) - Counter(kept)).elements())
+        inserted = [make() for _ in range(draw(st.integers(0, 3)))]
+        transient = [make() for _ in range(draw(st.integers(0, 1)))]
+        return kept, deleted, inserted, transient
+
+    return (
+        (TableSpec("edges", EDGES, edges), change(edges, lambda: edge(draw, acyclic))),
+        (
+            TableSpec("roots", ROOTS, roots),
+            change(roots, lambda: (draw(st.integers(0, NODES - 1)),)),
+        ),
+    )
+
+
+def _load(con, name: str, table: TableSpec, rows_: list[tuple], mult: bool = False) -> None:
+    columns = ", ".join(f"{c.name} {c.type}" for c in table.columns)
+    con.execute(f"CREATE TABLE {name} ({columns}{', _ivm_mult BIGINT' if mult else ''})")
+    if rows_:
+        values = ", ".join("(" + ", ".join(sql_literal(v) for v in r) + ")" for r in rows_)
+        con.execute(f"INSERT INTO {name} VALUES {values}")
+
+
+def check_operator(view_sql: str, graph) -> None:
+    """``delta`` equals ``state(new) - state(old)`` as a signed multiset."""
+    relation, ctx = relation_of(view_sql)
+    con = duckdb.connect()
+    try:
+        for table, (kept, deleted, inserted, transient) in graph:
+            _load(con, f"old_{table.name}", table, table.rows)
+            _load(con, f"new_{table.name}", table, kept + inserted)
+            feed = [(*r, -1) for r in deleted + transient] + [(*r, 1) for r in inserted + transient]
+            _load(con, f"delta_{table.name}", table, feed, mult=True)
+        old = as_multiset(con.execute(relation.state(ctx, Version.OLD).sql("duckdb")).fetchall())
+        new = as_multiset(con.execute(relation.state(ctx, Version.NEW).sql("duckdb")).fetchall())
+        # the engine's own recursion is the oracle for the states
+        for version, state in (("old", old), ("new", new)):
+            renamed = view_sql.replace("roots", f"{version}_roots").replace(
+                "edges", f"{version}_edges"
+            )
+            assert as_multiset(con.execute(renamed).fetchall()) == state, version
+        delta: Counter = Counter()
+        for *row, mult in con.execute(relation.delta(ctx).sql("duckdb")).fetchall():
+            (key,) = as_multiset([tuple(row)])
+            delta[key] += mult
+    finally:
+        con.close()
+    expected = Counter(new)
+    expected.subtract(old)
+    assert {k: v for k, v in delta.items() if v} == {k: v for k, v in expected.items() if v}
+
+
+@given(st.sampled_from(BAG_VIEWS), graphs(acyclic=True))
+def test_bag_recursion_delta(view_sql, graph):
+    check_operator(view_sql, graph)
+
+
+@given(st.sampled_from(SET_VIEWS), graphs(acyclic=False))
+def test_set_recursion_delta_with_cycles(view_sql, graph):
+    check_operator(view_sql, graph)
+
+
+# -- maintained on DuckLake ----------------------------------------------------------------
+@st.composite
+def edge_changes(draw, acyclic: bool) -> list:
+    """One transaction over the edge and root tables: inserts, deletes, updates (an update
+    under UNION ALL keeps dst > src: the graph stays a DAG)."""
+    statements: list = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["insert", "insert", "delete", "update", "roots"]))
+        node = draw(st.integers(0, NODES - 1))
+        if kind == "insert":
+            rows_ = tuple(edge(draw, acyclic) for _ in range(draw(st.integers(1, 3))))
+            statements.append(Insert("edges", rows_))
+        elif kind == "delete":
+            column = draw(st.sampled_from(["src", "dst", "w"]))
+            statements.append(Delete("edges", f"{column} = {node % 4 if column == 'w' else node}"))
+        elif kind == "update":
+            target = f"src + {draw(st.integers(1, 2))}" if acyclic else str(node)
+            assignment = draw(st.sampled_from([f"dst = {target}", f"w = {node % 4}"]))
+            statements.append(Update("edges", assignment, f"src = {draw(st.integers(0, NODES))}"))
+        elif draw(st.booleans()):
+            statements.append(Insert("roots", ((node,),)))
+        else:
+            statements.append(Delete("roots", f"id = {node}"))
+    return statements
+
+
+@st.composite
+def lake_scenarios(draw, views_: list[str], acyclic: bool):
+    view_sql = draw(st.sampled_from(views_))
+    edges = [edge(draw, acyclic) for _ in range(draw(st.integers(0, 8)))]
+    roots = [(draw(st.integers(0, NODES - 1)),) for _ in range(draw(st.integers(0, 3)))]
+    windows = [
+        [draw(edge_changes(acyclic)) for _ in range(draw(st.integers(1, 3)))]
+        for _ in range(draw(st.integers(1, 4)))
+    ]
+    return (
+        view_sql,
+        [TableSpec("edges", EDGES, edges), TableSpec("roots", ROOTS, roots)],
+        windows,
+        draw(st.booleans()),  # schema= (as dbt compiles) or not
+        draw(st.sampled_from(["incremental", "auto"])),
+        draw(st.sampled_from([0, None])),  # data inlining off / DuckLake's default
+    )
+
+
+def check_lake(scenario, tmp_path_factory) -> None:
+    view_sql, tables_, windows, with_schema, strategy, inlining = scenario
+    directory = tmp_path_factory.mktemp("lake")
+    con = connect_ducklake(str(directory / "lake"), "dl", inlining)
+    try:
+        kwargs = {"schema": tables_schema(tables_)} if with_schema else {}
+        harness = DuckLakeHarness(con, strategy=strategy)
+        run_scenario(harness, tables_, view_sql, windows, **kwargs)
+    finally:
+        con.close()
+
+
+def test_bag_recursion_maintained_on_ducklake(tmp_path_factory):
+    given(lake_scenarios(BAG_VIEWS, acyclic=True))(
+        lambda scenario: check_lake(scenario, tmp_path_factory)
+    )()
+
+
+def test_set_recursion_maintained_on_ducklake_with_cycles(tmp_path_factory):
+    given(lake_scenarios(SET_VIEWS, acyclic=False))(
+        lambda scenario: check_lake(scenario, tmp_path_factory)
+    )()
+
+
+# -- what is refused, and the depth bound ------------------------------------------------
+@pytest.mark.parametrize(
+    ("view_sql", "says"),
+    [
+        (
+            "WITH RECURSIVE r(n) AS (SELECT id FROM roots UNION ALL SELECT a.n FROM r AS a"
+            " JOIN r AS b ON a.n = b.n) SELECT n FROM r",
+            "non-linear recursion",
+        ),
+        (
+            "WITH RECURSIVE r(n) AS (SELECT id FROM roots UNION ALL SELECT max(e.dst) FROM r"
+            " JOIN edges AS e ON e.src = r.n) SELECT n FROM r",
+            "aggregate in the recursive term",
+        ),
+        (
+            "WITH RECURSIVE r(n) AS (SELECT id FROM roots UNION SELECT DISTINCT e.dst FROM r"
+            " JOIN edges AS e ON e.src = r.n) SELECT n FROM r",
+            "DISTINCT in the recursive term",
+        ),
+        (
+            "WITH RECURSIVE r(n) AS (SELECT id FROM roots UNION ALL SELECT e.dst FROM r"
+            " LEFT JOIN edges AS e ON e.src = r.n) SELECT n FROM r",
+            "outer join",
+        ),
+        (
+            "WITH RECURSIVE r(n) AS (SELECT id FROM roots UNION ALL SELECT e.dst FROM edges"
+            " AS e WHERE e.src IN (SELECT n FROM r)) SELECT n FROM r",
+            "must be a FROM item",
+        ),
+        (
+            "WITH RECURSIVE r(n) AS (SELECT id FROM roots EXCEPT SELECT e.dst FROM r"
+            " JOIN edges AS e ON e.src = r.n) SELECT n FROM r",
+            "base UNION [ALL] recursive term",
+        ),
+    ],
+)
+def test_refused_by_name(view_sql, says):
+    with pytest.raises(UnsupportedSQLError, match=r"recursive_cte: .*" + re.escape(says)):
+        compile_ivm(view_sql)
+
+
+def test_refused_on_spark():
+    with pytest.raises(UnsupportedSQLError, match="recursive_cte: Spark 3.5 has no recursive"):
+        compile_ivm(REACH.format(kind="UNION"), dialect="spark")
+
+
+def test_non_recursive_ctes_under_with_recursive_are_inlined():
+    plan = compile_ivm("WITH RECURSIVE c AS (SELECT id FROM roots) SELECT id FROM c")
+    assert "recursive_cte" not in plan.features
+
+
+@pytest.mark.parametrize("strategy", ["incremental", "auto"])
+def test_a_cycle_under_union_all_fails_at_the_depth_bound(lake, strategy):
+    """A cycle never ends under UNION ALL: the refresh fails naming the setting, and the
+    view keeps its rows (the refresh's transaction is rolled back)."""
+    harness = DuckLakeHarness(lake, strategy=strategy)
+    view_sql = REACH.format(kind="UNION ALL")
+    harness.create(TableSpec("edges", EDGES, [(0, 1, 1), (1, 2, 1)]))
+    harness.create(TableSpec("roots", ROOTS, [(0,)]))
+    plan = harness.compile(view_sql, max_recursion_depth=5)
+    harness.setup(plan)
+    harness.check(plan, view_sql)
+    harness.apply([Insert("edges", ((2, 0, 1),))])
+    with pytest.raises(duckdb.Error, match="max_recursion_depth"):
+        harness.refresh(plan)
+    assert sorted(harness.rows(plan.query_mv)) == [(0,), (1,), (2,)]
+
+
+def test_a_path_as_long_as_the_bound_is_maintained(lake):
+    harness = DuckLakeHarness(lake)
+    view_sql = LEVELS
+    chain = [(i, i + 1, 1) for i in range(5)]
+    run_scenario(
+        harness,
+        [TableSpec("edges", EDGES, chain[:2]), TableSpec("roots", ROOTS, [(0,)])],
+        view_sql,
+        [[[Insert("edges", tuple(chain[2:]))]], [[Delete("edges", "src = 1")]]],
+        max_recursion_depth=5,
+    )
