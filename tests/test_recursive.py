@@ -59,8 +59,26 @@ PARTS = (
     " SELECT e.dst, bom.qty * e.w FROM bom JOIN edges e ON e.src = bom.part)"
     " SELECT part, sum(qty) AS total FROM bom GROUP BY part"
 )
-BAG_VIEWS = [REACH.format(kind="UNION ALL"), LEVELS, CLOSURE.format(kind="UNION ALL"), PARTS]
-SET_VIEWS = [REACH.format(kind="UNION"), CLOSURE.format(kind="UNION"), COUNTED.format(kind="UNION")]
+# no column list; read twice and joined to a table in the outer query
+UNNAMED = (
+    "WITH RECURSIVE r AS (SELECT id AS node FROM roots {kind}"
+    " SELECT e.dst AS node FROM r JOIN edges AS e ON e.src = r.node AND e.w <> 2)"
+    " SELECT a.node, x.w FROM r AS a JOIN edges AS x ON x.src = a.node, r AS b"
+    " WHERE a.node = b.node"
+)
+BAG_VIEWS = [
+    REACH.format(kind="UNION ALL"),
+    LEVELS,
+    CLOSURE.format(kind="UNION ALL"),
+    PARTS,
+    UNNAMED.format(kind="UNION ALL"),
+]
+SET_VIEWS = [
+    REACH.format(kind="UNION"),
+    CLOSURE.format(kind="UNION"),
+    COUNTED.format(kind="UNION"),
+    UNNAMED.format(kind="UNION"),
+]
 
 
 def edge(draw, acyclic: bool) -> tuple:
