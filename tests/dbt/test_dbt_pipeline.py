@@ -34,6 +34,7 @@ IVM_MODELS = {
     "latest_orders",  # QUALIFY row_number() = 1: the dedup idiom
     "top_products",  # ORDER BY ... LIMIT 10 over a GROUP BY, with ties
     "recent_page_views",  # a temporal filter: the last 7 days of page views
+    "category_paths",  # a recursive CTE over a parent-child table
 }
 
 
