@@ -36,9 +36,12 @@ from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
 from duckstream.tree.base import Context, aliased, conjuncts, key_semijoins
-from duckstream.tree.build import split_select
+from duckstream.tree.build import SelectParts, split_select
 from duckstream.tree.columns import table_key, used_columns
 from duckstream.tree.constant import reads_no_table
+from duckstream.tree.derived import Derived
+from duckstream.tree.join import Join
+from duckstream.tree.recursive import read_old_from
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -267,7 +270,24 @@ def build_tree(
         from duckstream.tree.project import Project
 
         sink = BagSink(ctx, Project(parts.block, parts.items, parts.names))
+        _read_recursion_from_view(parts, target)
     return Tree(select, recomputed, found, references, ctx, target, sink)
+
+
+def _read_recursion_from_view(parts: SelectParts, target: Target) -> None:
+    """A view that is a recursive CTE's rows as they are (``SELECT <its columns> FROM r``,
+    no filter, join or expression) holds that CTE's old state in its table: the CTE reads it
+    there instead of recomputing its recursion at the cursor (``tree.recursive``)."""
+    block = parts.block
+    if not isinstance(block, Join) or len(block.leaves) != 1:
+        return
+    leaf = block.leaves[0]
+    if not isinstance(leaf, Derived):
+        return
+    columns = [i.unalias() for i in parts.items]
+    plain = [c.name for c in columns if isinstance(c, exp.Column) and c.table == leaf.name]
+    if len(plain) == len(parts.items) and plain == parts.names:
+        read_old_from(leaf.query, target.table(), plain)
 
 
 def _read_clock(

@@ -288,10 +288,11 @@ class _Walk:
         elif isinstance(node, RecursiveCTE):
             kind = "UNION" if node.distinct else "UNION ALL"
             self.add(depth, "recursive CTE", f"{node.name} ({kind})", node.rule)
-            self.recomputed.append(
-                f"recursive CTE {node.name}: its old state, from the sources at the cursor"
-                " (the changes' seeds join it)"
-            )
+            if node.old_rows is None:
+                self.recomputed.append(
+                    f"recursive CTE {node.name}: its old state, from the sources at the cursor"
+                    " (the changes' seeds join it)"
+                )
             self.node(node.base, depth + 1)
             self.node(node.step, depth + 1)
         elif isinstance(node, SelfReference):

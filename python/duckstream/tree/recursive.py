@@ -28,6 +28,10 @@ derivable come back in ``A`` (``B_new ∩ D``, ``S_new(K) ∩ D``) with the newl
 ones (``pos``). Every seed is in ``R_new`` and ``R_new = K ∪ A``. On an append ``D`` is empty
 and ``A`` is plain semi-naive evaluation from the new rows.
 
+R_old is the view's own table where the view is R's rows as they are (``SELECT <R's
+columns> FROM r``: the table holds R at the cursor, read before the refresh writes it), else
+R recomputed from the sources at the cursor.
+
 Depth: a UNION ALL recursion runs at most ``ctx.max_recursion_depth`` steps; a row derived
 one step deeper (a cycle never ends under UNION ALL) makes the query fail with an error that
 says so, never a truncated table. A UNION recursion stops when a step finds no new row.
@@ -133,6 +137,9 @@ class RecursiveCTE(Relation):
     names: list[str]
     distinct: bool  # UNION (set semantics) rather than UNION ALL
     name: str = field(default="r")
+    # a query of R's rows at the cursor that costs no recursion: the view's own table, when
+    # the view is this CTE's rows as they are (set by the compiler, :func:`read_old_from`)
+    old_rows: exp.Query | None = None
 
     def sources(self) -> list[Source]:
         return [*self.base.sources(), *self.step.sources()]
@@ -164,6 +171,12 @@ class RecursiveCTE(Relation):
         with self.reference.reading(_table(relation)):
             terms = self.step.input.delta_terms(ctx)
         return [t.select(*self.step.items, exp.alias_(t.multiplicity(), MULT)) for t in terms]
+
+    def _old(self, ctx: Context) -> exp.Query:
+        """R at the cursor: the view's table when it holds R as it is, else recomputed."""
+        if self.old_rows is not None:
+            return self.old_rows.copy()
+        return self.state(ctx, Version.OLD)
 
     def _mult(self) -> exp.Column:
         return exp.column(MULT, table=self.reference.name)
@@ -219,7 +232,7 @@ class RecursiveCTE(Relation):
         item, bound = self._deeper(ctx)
         mult = exp.alias_(self._mult(), MULT)
         step = union_all(self._over(ctx, Version.NEW, found, [mult, item], [bound]))
-        ctes = [_cte(old, self.names, self.state(ctx, Version.OLD))] if changed else []
+        ctes = [_cte(old, self.names, self._old(ctx))] if changed else []
         ctes.append(
             _cte(found, [*self.names, MULT, DEPTH], exp.union(anchor, step, distinct=False))
         )
@@ -251,7 +264,7 @@ class RecursiveCTE(Relation):
 
         negative = exp.LT(this=mult.copy(), expression=exp.Literal.number(0))
         ctes = [
-            _cte(old, self.names, self.state(ctx, Version.OLD)),
+            _cte(old, self.names, self._old(ctx)),
             _cte(based, [*self.names, MULT], self.base.delta(ctx)),
         ]
         changed_old = self._step_delta(ctx, old)
@@ -297,3 +310,10 @@ class RecursiveCTE(Relation):
             ctes,
             exp.select("*").from_(aliased(exp.union(added, removed, distinct=False), "_ivm_d")),
         )
+
+
+def read_old_from(relation: Relation, table: exp.Table, columns: list[str]) -> None:
+    """Let ``relation``, a recursive CTE that the view's table holds as it is (``columns``,
+    its columns in order, no other), read its old state from ``table``."""
+    if isinstance(relation, RecursiveCTE) and columns == relation.names:
+        relation.old_rows = exp.select(*(exp.column(ident(c)) for c in columns)).from_(table)
