@@ -63,6 +63,7 @@ def request_from(relation: Any, compiled_code: str, model: Any, **configs: Any) 
         on_unsupported=configs.get("on_unsupported") or "fail",
         on_schema_change=configs.get("on_schema_change") or "sync_all_columns",
         strategy=configs.get("strategy") or "auto",
+        max_recursion_depth=int(configs.get("max_recursion_depth") or 1000),
     )
 
 
@@ -88,6 +89,7 @@ class IVMAdapter(metaclass=AdapterMeta):
         on_unsupported: str | None = None,
         on_schema_change: str | None = None,
         strategy: str | None = None,
+        max_recursion_depth: int | None = None,
     ) -> dict[str, Any]:
         """Build, rebuild or maintain ``relation`` from the model's SQL.
 
@@ -104,6 +106,7 @@ class IVMAdapter(metaclass=AdapterMeta):
             on_unsupported=on_unsupported,
             on_schema_change=on_schema_change,
             strategy=strategy,
+            max_recursion_depth=max_recursion_depth,
         )
         try:
             outcome = materialize(self._ivm_backend(), request, self._ivm_plans(), self._ivm_waited)

@@ -46,6 +46,7 @@ class ModelRequest:
     on_unsupported: str = "fail"
     on_schema_change: str = "sync_all_columns"
     strategy: str = "auto"  # ivm_strategy: auto | incremental | full
+    max_recursion_depth: int = 1000  # ivm_max_recursion_depth: steps of a UNION ALL recursion
 
     @property
     def cursors_name(self) -> str:

@@ -8,7 +8,8 @@
 
   Configs: ivm_strategy ('auto' | 'incremental' | 'full': per run, estimate the change and
   rebuild when that is cheaper; always maintain; always rebuild), ivm_on_unsupported ('fail' |
-  'full_refresh'), on_schema_change ('fail' stops when
+  'full_refresh'), ivm_max_recursion_depth (default 1000: the steps a WITH RECURSIVE ...
+  UNION ALL may take before the run fails naming it; a cycle never ends there), on_schema_change ('fail' stops when
   the model's columns change; otherwise the table is rebuilt), full_refresh, grants,
   persist_docs, pre_hook / post_hook.
 
@@ -36,6 +37,7 @@
       on_unsupported=config.get('ivm_on_unsupported', 'fail'),
       on_schema_change=config.get('on_schema_change'),
       strategy=config.get('ivm_strategy', 'auto'),
+      max_recursion_depth=config.get('ivm_max_recursion_depth', 1000),
   ) %}
   {#- the SQL the run executed, where dbt writes a materialization's statement('main') -#}
   {% do write(outcome['sql']) %}
