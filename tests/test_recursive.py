@@ -20,6 +20,7 @@ from duckstream.testing.differential import (
     Delete,
     DuckLakeHarness,
     Insert,
+    Scenario,
     TableSpec,
     Update,
     as_multiset,
@@ -28,7 +29,7 @@ from duckstream.testing.differential import (
     tables_schema,
 )
 from duckstream.testing.ducklake import connect_ducklake
-from tests.test_operators import relation_of
+from test_operators import relation_of  # tests/ is on sys.path (its conftest)
 
 EDGES = [Column("src", "INTEGER"), Column("dst", "INTEGER"), Column("w", "INTEGER")]
 ROOTS = [Column("id", "INTEGER")]
@@ -308,3 +309,65 @@ def test_a_path_as_long_as_the_bound_is_maintained(lake):
         [[[Insert("edges", tuple(chain[2:]))]], [[Delete("edges", "src = 1")]]],
         max_recursion_depth=5,
     )
+
+
+# -- hand-written scenarios (also run on Spark, where they are refused by name) -------------
+def _tree() -> list[tuple]:
+    """A category tree: 1 and 2 are roots; parent_id below a node's id."""
+    return [(1, None), (2, None), (3, 1), (4, 1), (5, 3), (6, 5), (7, 2)]
+
+
+CATEGORIES = [Column("id", "INTEGER"), Column("parent_id", "INTEGER")]
+SCENARIOS = {
+    "hierarchy_paths": Scenario(
+        tables=[TableSpec("categories", CATEGORIES, _tree())],
+        view=(
+            "WITH RECURSIVE tree (id, root, depth) AS ("
+            " SELECT id, id, 0 FROM categories WHERE parent_id IS NULL"
+            " UNION ALL SELECT c.id, tree.root, tree.depth + 1 FROM tree"
+            " JOIN categories AS c ON c.parent_id = tree.id)"
+            " SELECT id, root, depth FROM tree"
+        ),
+        cycles=[
+            [[Insert("categories", ((8, 6), (9, 7)))]],
+            [[Update("categories", "parent_id = 2", "id = 3")]],  # a subtree moves
+            [[Delete("categories", "id = 5")], [Insert("categories", ((10, 5),))]],
+            [[Update("categories", "parent_id = NULL", "id = 4")]],  # a new root
+        ],
+        spark_refused="recursive_cte",
+    ),
+    "bill_of_materials": Scenario(
+        tables=[
+            TableSpec("edges", EDGES, [(0, 1, 2), (0, 2, 3), (1, 3, 4), (2, 3, 1), (3, 4, 2)]),
+            TableSpec("roots", ROOTS, [(0,)]),
+        ],
+        view=PARTS,  # a DAG: 3 is reached by two paths, each path's quantity counted
+        cycles=[
+            [[Insert("edges", ((1, 4, 5),))]],
+            [[Update("edges", "w = 10", "src = 0 AND dst = 1")]],
+            [[Delete("edges", "src = 2")], [Insert("roots", ((2,),))]],
+        ],
+        spark_refused="recursive_cte",
+    ),
+    "reachability_with_cycles": Scenario(
+        tables=[
+            TableSpec("edges", EDGES, [(0, 1, 1), (1, 2, 1), (2, 0, 1), (3, 4, 1)]),
+            TableSpec("roots", ROOTS, [(0,)]),
+        ],
+        view=CLOSURE.format(kind="UNION"),
+        cycles=[
+            [[Insert("edges", ((2, 3, 1),))]],
+            [[Delete("edges", "src = 1")]],  # the cycle breaks: 0 no longer reaches itself
+            [[Update("edges", "dst = 1", "src = 2 AND dst = 0")]],
+        ],
+        spark_refused="recursive_cte",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("with_schema", [False, True])
+def test_scenario(lake, name, with_schema):
+    scenario = SCENARIOS[name]
+    kwargs = {"schema": tables_schema(scenario.tables)} if with_schema else {}
+    run_scenario(DuckLakeHarness(lake), scenario.tables, scenario.view, scenario.cycles, **kwargs)
