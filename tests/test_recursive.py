@@ -264,6 +264,11 @@ def test_set_recursion_maintained_on_ducklake_with_cycles(tmp_path_factory):
             " JOIN edges AS e ON e.src = r.n) SELECT n FROM r",
             "base UNION [ALL] recursive term",
         ),
+        (
+            "WITH RECURSIVE a(n) AS (SELECT id FROM roots UNION ALL SELECT b.n FROM b),"
+            " b(n) AS (SELECT n + 1 FROM a WHERE n < 3) SELECT n FROM a",
+            "mutual recursion",
+        ),
     ],
 )
 def test_refused_by_name(view_sql, says):
@@ -274,6 +279,18 @@ def test_refused_by_name(view_sql, says):
 def test_refused_on_spark():
     with pytest.raises(UnsupportedSQLError, match="recursive_cte: Spark 3.5 has no recursive"):
         compile_ivm(REACH.format(kind="UNION"), dialect="spark")
+
+
+def test_a_recursive_cte_that_reads_no_table_joined_to_one(lake):
+    """A counter (its base term reads no table) is the same at every snapshot: joined to a
+    table, only the table's changes reach the view."""
+    run_scenario(
+        DuckLakeHarness(lake),
+        [TableSpec("roots", ROOTS, [(1,), (3,)])],
+        "WITH RECURSIVE nums(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM nums WHERE n < 5)"
+        " SELECT t.id, nums.n FROM roots AS t JOIN nums ON nums.n <= t.id",
+        [[[Insert("roots", ((4,), (7,)))]], [[Delete("roots", "id = 3")]]],
+    )
 
 
 def test_non_recursive_ctes_under_with_recursive_are_inlined():

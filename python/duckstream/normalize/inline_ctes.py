@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from duckstream.errors import UnsupportedSQLError
 from duckstream.expressions import map_children
 from duckstream.normalize.recursive_ctes import references, stand_in
 
@@ -37,6 +38,8 @@ def _inline(node: exp.Expr, ctes: dict[str, exp.CTE]) -> exp.Expr:
     with_ = node.args.get("with_")
     if isinstance(with_, exp.With):
         ctes = dict(ctes)
+        if with_.args.get("recursive"):
+            _refuse_mutual_recursion(with_)
         for cte in with_.expressions:
             if with_.args.get("recursive") and references(cte.this, cte.alias_or_name.lower()):
                 # read as its stand-in (normalize.recursive_ctes): this name is the CTE in
@@ -49,6 +52,18 @@ def _inline(node: exp.Expr, ctes: dict[str, exp.CTE]) -> exp.Expr:
     if isinstance(node, exp.Table) and _is_reference(node, ctes):
         return _derived(node, ctes[node.name.lower()])
     return map_children(node, lambda child: _inline(child, ctes))
+
+
+def _refuse_mutual_recursion(with_: exp.With) -> None:
+    """In a WITH RECURSIVE, a body that reads a CTE defined after it (mutual recursion)."""
+    names = [c.alias_or_name.lower() for c in with_.expressions]
+    for i, cte in enumerate(with_.expressions):
+        for later in names[i + 1 :]:
+            if references(cte.this, later):
+                raise UnsupportedSQLError(
+                    "recursive_cte",
+                    f"mutual recursion: CTE {names[i]} reads {later}, defined after it",
+                )
 
 
 def _is_reference(table: exp.Table, ctes: dict[str, exp.CTE]) -> bool:
