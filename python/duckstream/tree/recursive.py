@@ -290,11 +290,13 @@ class RecursiveCTE(Relation):
                 exp.GT(this=exp.Sum(this=mult.copy()), expression=exp.Literal.number(0))
             )
             seeds.append(positive)
-        new_base = _wrapped(self.base.state(ctx, Version.NEW), "_ivm_b")
+        # the over-deleted rows still derivable: read only when some were over-deleted (on
+        # an append none are, and these seeds would otherwise cost a full step over R)
+        any_over = exp.Exists(this=exp.select(exp.Literal.number(1)).from_(_table(over)))
+        new_base = _wrapped(self.base.state(ctx, Version.NEW), "_ivm_b").where(any_over)
         seeds.append(_set_op(exp.Intersect, new_base, _all(over)))
-        seeds.append(
-            _set_op(exp.Intersect, union_all(self._over(ctx, Version.NEW, kept)), _all(over))
-        )
+        rederived = self._over(ctx, Version.NEW, kept, where=[any_over])
+        seeds.append(_set_op(exp.Intersect, union_all(rederived), _all(over)))
         anchor = _set_op(
             exp.Except,
             union_all([_wrapped(s, f"_ivm_a{i}") for i, s in enumerate(seeds)]),
