@@ -67,6 +67,7 @@ def request_from(relation: Any, compiled_code: str, model: Any, **configs: Any) 
         strategy=configs.get("strategy") or "auto",
         on_configuration_change=_text(configs.get("on_configuration_change")) or "apply",
         empty=bool(configs.get("empty")),
+        max_recursion_depth=int(configs.get("max_recursion_depth") or 1000),
     )
 
 
@@ -99,6 +100,7 @@ class IVMAdapter(metaclass=AdapterMeta):
         strategy: str | None = None,
         on_configuration_change: Any = None,
         empty: bool = False,
+        max_recursion_depth: int | None = None,
     ) -> dict[str, Any]:
         """Build, rebuild or maintain ``relation`` from the model's SQL (``empty``: dbt's
         ``--empty``, which reads every ref and source as empty).
@@ -118,6 +120,7 @@ class IVMAdapter(metaclass=AdapterMeta):
             strategy=strategy,
             on_configuration_change=on_configuration_change,
             empty=empty,
+            max_recursion_depth=max_recursion_depth,
         )
         try:
             outcome = materialize(self._ivm_backend(), request, self._ivm_plans(), self._ivm_waited)

@@ -50,6 +50,7 @@ class ModelRequest:
     # what to do when the model's SQL (or a view it reads) changed: apply | continue | fail
     on_configuration_change: str = "apply"
     empty: bool = False  # dbt's --empty: build the table's shape from sources read as empty
+    max_recursion_depth: int = 1000  # ivm_max_recursion_depth: steps of a UNION ALL recursion
 
     @property
     def cursors_name(self) -> str:

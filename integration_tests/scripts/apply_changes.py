@@ -85,6 +85,22 @@ def change_batch(batch: int, orders: int = 40) -> list[tuple[str, str]]:
             " AND view_id <= 1000",
         ),
         (
+            "new categories",  # under existing ones: new paths in models/marts/category_paths
+            "INSERT INTO lake.raw.categories SELECT"
+            f" {base} + i, 1 + (i * 5 + {batch}) % 40, 'category ' || ({base} + i)"
+            " FROM range(2) t(i)",
+        ),
+        (
+            "categories move",  # under a root: their subtrees' paths change
+            f"UPDATE lake.raw.categories SET parent_id = 1 + (category_id + {batch}) % 4"
+            f" WHERE category_id % 11 = {batch % 11} AND category_id BETWEEN 5 AND 40",
+        ),
+        (
+            "categories removed",  # their subtrees lose their paths
+            f"DELETE FROM lake.raw.categories WHERE category_id % 17 = {batch % 17}"
+            " AND category_id BETWEEN 5 AND 40",
+        ),
+        (
             "refunds",
             f"DELETE FROM lake.raw.payments WHERE payment_id % 89 = {batch % 89}"
             " AND payment_id <= 3000",

@@ -22,7 +22,7 @@ def _pick(values: list[str], expr: str) -> str:
 
 def setup_sources(con: duckdb.DuckDBPyConnection, scale: int = 1) -> None:
     """(Re)create raw.customers, raw.products, raw.orders, raw.order_items, raw.payments,
-    raw.page_views."""
+    raw.page_views, raw.categories."""
     customers, products, orders = 300 * scale, 60, 3000 * scale
     con.execute("CREATE SCHEMA IF NOT EXISTS lake.raw")
     con.execute(
@@ -73,6 +73,13 @@ def setup_sources(con: duckdb.DuckDBPyConnection, scale: int = 1) -> None:
         " date_trunc('hour', now()::TIMESTAMP) - INTERVAL (i * 5) HOUR AS viewed_at"
         f" FROM range(1, {100 * scale + 1}) t(i)"
     )
+    # a category tree (parent_id NULL at the roots, else a smaller id): the recursive CTE of
+    # models/marts/category_paths walks it
+    con.execute(
+        "CREATE OR REPLACE TABLE lake.raw.categories AS SELECT i::INTEGER AS category_id,"
+        " CASE WHEN i <= 4 THEN NULL ELSE 1 + (i * 7) % (i - 1) END::INTEGER AS parent_id,"
+        " 'category ' || i AS name FROM range(1, 41) t(i)"
+    )
 
 
 def main() -> None:
@@ -84,7 +91,15 @@ def main() -> None:
     setup_sources(con, args.scale)
     counts = {
         t: con.execute(f"SELECT count(*) FROM lake.raw.{t}").fetchone()[0]  # type: ignore[index]
-        for t in ["customers", "products", "orders", "order_items", "payments", "page_views"]
+        for t in [
+            "customers",
+            "products",
+            "orders",
+            "order_items",
+            "payments",
+            "page_views",
+            "categories",
+        ]
     }
     con.close()
     print("sources: " + ", ".join(f"{t} {n}" for t, n in counts.items()))

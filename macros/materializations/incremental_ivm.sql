@@ -8,7 +8,9 @@
 
   Configs: ivm_strategy ('auto' | 'incremental' | 'full': per run, estimate the change and
   rebuild when that is cheaper; always maintain; always rebuild), ivm_on_unsupported ('fail' |
-  'full_refresh'), on_schema_change ('fail' stops when
+  'full_refresh'), ivm_max_recursion_depth (default 1000: the steps a WITH RECURSIVE ...
+  UNION ALL may take before the run fails naming it; a cycle never ends there),
+  on_schema_change ('fail' stops when
   the model's columns change; otherwise the table is rebuilt), on_configuration_change
   ('apply' | 'continue' | 'fail': when the model's SQL or a view it reads changed, rebuild;
   keep maintaining the table as built; fail), contract (enforced: the query's columns and
@@ -47,6 +49,7 @@
       strategy=config.get('ivm_strategy', 'auto'),
       on_configuration_change=config.get('on_configuration_change'),
       empty=flags.EMPTY,
+      max_recursion_depth=config.get('ivm_max_recursion_depth', 1000),
   ) %}
   {% if contract and contract.enforced %}
     {#- the table's visible columns and types, as models reading it see them -#}

@@ -33,13 +33,17 @@ from duckstream.plan import (
     with_cleanup,
 )
 from duckstream.reads import source_reads
+from duckstream.recursion import restore
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
 from duckstream.tree.base import Context, key_semijoins
-from duckstream.tree.build import split_select
+from duckstream.tree.build import SelectParts, split_select
 from duckstream.tree.columns import table_key, used_columns
 from duckstream.tree.constant import reads_no_table
+from duckstream.tree.derived import Derived
+from duckstream.tree.join import Join
+from duckstream.tree.recursive import read_old_from
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -80,6 +84,7 @@ def compile_ivm(
     naming: Naming | None = None,
     sources: dict[str, dict] | None = None,
     schema: dict | None = None,
+    max_recursion_depth: int = 1000,
 ) -> IVMPlan:
     """Compile ``view_sql`` into an :class:`IVMPlan` for a view named ``mv_name``.
 
@@ -101,7 +106,10 @@ def compile_ivm(
         _check_name(what, name)
     engine = engine_for(dialect)
     with key_semijoins(engine.key_semijoins):
-        return _compile(view_sql, engine, naming, mv_catalog, mv_schema, dialect, sources, schema)
+        return _compile(
+            view_sql, engine, naming, mv_catalog, mv_schema, dialect, sources, schema,
+            max_recursion_depth,
+        )  # fmt: skip
 
 
 def _compile(
@@ -113,8 +121,12 @@ def _compile(
     dialect: str,
     sources: dict[str, dict] | None,
     schema: dict | None,
+    max_recursion_depth: int = 1000,
 ) -> IVMPlan:
-    tree = build_tree(view_sql, engine, naming, mv_catalog, mv_schema, dialect, sources, schema)
+    tree = build_tree(
+        view_sql, engine, naming, mv_catalog, mv_schema, dialect, sources, schema,
+        max_recursion_depth,
+    )  # fmt: skip
     select, found, ctx, target, sink = tree.select, tree.found, tree.ctx, tree.target, tree.sink
     recomputed, references = tree.recomputed, tree.references
     view = _fill_view(engine, found, select, recomputed, grouped=isinstance(sink, GroupedSink))
@@ -151,7 +163,9 @@ def _compile(
     by_name = {s.fqn: s for s in found.values()}
     sources_read = list(found.values())
     return IVMPlan(
-        view_sql=engine.sql(at_clock(select, lambda kind: engine.clock(Version.NEW, kind))),
+        view_sql=engine.sql(
+            restore(at_clock(select, lambda kind: engine.clock(Version.NEW, kind)))
+        ),
         create_cursors_table=rendered["create_cursors_table"][0],
         create_mv=rendered["create_mv"][0],
         initialize_cursors=rendered["initialize_cursors"],
@@ -193,6 +207,7 @@ def build_tree(
     dialect: str,
     sources: dict[str, dict] | None,
     schema: dict | None,
+    max_recursion_depth: int = 1000,
 ) -> Tree:
     """Parse, normalize and build the operator tree and sink of ``view_sql``."""
     parsed = parse_view(view_sql, dialect)
@@ -230,7 +245,7 @@ def build_tree(
             "the view reads no table, so nothing can change it: there is nothing to maintain"
             " (materialize it as a table)",
         )
-    ctx = Context(engine=engine)
+    ctx = Context(engine=engine, max_recursion_depth=max_recursion_depth)
     parts = split_select(select, ctx, resolve)
     engine.bind(target, list(found.values()))
     if any(s.fqn == target.fqn for s in found.values()):
@@ -257,7 +272,24 @@ def build_tree(
         from duckstream.tree.project import Project
 
         sink = BagSink(ctx, Project(parts.block, parts.items, parts.names))
+        _read_recursion_from_view(parts, target)
     return Tree(select, recomputed, found, references, ctx, target, sink)
+
+
+def _read_recursion_from_view(parts: SelectParts, target: Target) -> None:
+    """A view that is a recursive CTE's rows as they are (``SELECT <its columns> FROM r``,
+    no filter, join or expression) holds that CTE's old state in its table: the CTE reads it
+    there instead of recomputing its recursion at the cursor (``tree.recursive``)."""
+    block = parts.block
+    if not isinstance(block, Join) or len(block.leaves) != 1:
+        return
+    leaf = block.leaves[0]
+    if not isinstance(leaf, Derived):
+        return
+    columns = [i.unalias() for i in parts.items]
+    plain = [c.name for c in columns if isinstance(c, exp.Column) and c.table == leaf.name]
+    if len(plain) == len(parts.items) and plain == parts.names:
+        read_old_from(leaf.query, target.table(), plain)
 
 
 def _read_clock(

@@ -38,6 +38,7 @@ from duckstream.tree.filter import Filter
 from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
 from duckstream.tree.project import Project
+from duckstream.tree.recursive import RecursiveCTE, SelfReference
 from duckstream.tree.scan import Scan
 from duckstream.tree.union import UnionAll
 from duckstream.tree.window import Window, partition_keys
@@ -284,6 +285,18 @@ class _Walk:
             self.recomputed.append(f"{name.upper()}: the rows the changes touch, recounted")
             self.node(node.left, depth + 1)
             self.node(node.right, depth + 1)
+        elif isinstance(node, RecursiveCTE):
+            kind = "UNION" if node.distinct else "UNION ALL"
+            self.add(depth, "recursive CTE", f"{node.name} ({kind})", node.rule)
+            if node.old_rows is None:
+                self.recomputed.append(
+                    f"recursive CTE {node.name}: its old state, from the sources at the cursor"
+                    " (the changes' seeds join it)"
+                )
+            self.node(node.base, depth + 1)
+            self.node(node.step, depth + 1)
+        elif isinstance(node, SelfReference):
+            self.add(depth, "recursive reference", f"AS {node.name}", node.rule)
         else:  # an operator this walk does not know yet: named, not explained
             self.add(depth, type(node).__name__, "", getattr(node, "rule", ""))
 

@@ -34,6 +34,7 @@ IVM_MODELS = {
     "latest_orders",  # QUALIFY row_number() = 1: the dedup idiom
     "top_products",  # ORDER BY ... LIMIT 10 over a GROUP BY, with ties
     "recent_page_views",  # a temporal filter: the last 7 days of page views
+    "category_paths",  # a recursive CTE over a parent-child table
 }
 
 
@@ -78,6 +79,8 @@ def test_change_cycles_are_maintained_incrementally(shop: Shop) -> None:
     assert script.startswith("-- duckstream: revenue_per_day: incremental: +"), script[:200]
     assert "ducklake_table_insertions" in script.lower() and "\nCOMMIT;\n" in script
     assert "-- duckstream: pin window" not in script  # the window as read, plain SQL
+    # the model's own bound on its recursion (config ivm_max_recursion_depth)
+    assert "ran more than 50 steps" in (run / "category_paths.sql").read_text()
     assert "duckstream SQL of" in (shop.project / "logs/dbt.log").read_text()
     quiet = shop.dbt("run", "--select", "path:models/marts")
     assert quiet.success

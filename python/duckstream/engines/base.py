@@ -112,6 +112,8 @@ class Engine(ABC):
     # True when restrictions to keys are better spelled as uncorrelated semi-joins, also
     # pushed into derived tables grouped by the key (:func:`duckstream.tree.base.key_semijoins`)
     key_semijoins = False
+    # whether the engine evaluates WITH RECURSIVE (``tree.recursive``)
+    recursive_ctes = True
     # True when a rebuild fills the table from the view's query as the user wrote it (its
     # subqueries kept, :func:`duckstream.normalize.normalize_forms`) wherever the hidden
     # columns can be computed over it, rather than from the operator tree's decorrelated
@@ -248,6 +250,10 @@ class Engine(ABC):
         the rewrites would not keep) or in the normalized ``select`` (``schema`` as in
         ``compile_ivm``)."""
         return None  # every construct the compiler accepts
+
+    def raise_error(self, message: str) -> exp.Expr:
+        """An expression that fails the query with ``message`` when evaluated."""
+        return exp.Anonymous(this="error", expressions=[exp.Literal.string(message)])
 
     def create_temp(
         self, table: exp.Table, query: exp.Expr, changes_of: Source | None = None

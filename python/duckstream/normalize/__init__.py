@@ -40,6 +40,7 @@ from duckstream.normalize.rewrite_union import rewrite_union
 from duckstream.normalize.temporal_filters_to_where import temporal_filters_to_where
 from duckstream.normalize.validate import check_subqueries, validate
 from duckstream.normalize.wrap_set_operation import wrap_set_operation
+from duckstream.recursion import restore
 
 
 def validate_view(expression: exp.Expr, columns: dict | None = None) -> exp.Expr:
@@ -118,9 +119,10 @@ def normalize_forms(expression: exp.Expr, **settings: Any) -> tuple[exp.Select, 
     plans it as the user's query: an ``EXISTS`` as a semi-join rather than a join to a
     ``DISTINCT`` of the whole subquery, a correlated aggregate over the outer keys alone
     (TPC-H Q4, Q17, Q21)."""
-    recompute = normalize(expression, rules=RECOMPUTE_RULES, **settings)
+    expression = normalize(expression, rules=RECOMPUTE_RULES, **settings)
+    recompute = restore(expression)  # recursive CTEs as written (not their stand-ins)
     assert isinstance(recompute, exp.Query)
-    select = normalize(recompute.copy(), rules=MAINTENANCE_RULES, **settings)
+    select = normalize(expression, rules=MAINTENANCE_RULES, **settings)
     assert isinstance(select, exp.Select)
     return select, recompute
 

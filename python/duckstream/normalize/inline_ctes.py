@@ -1,4 +1,5 @@
-"""Inline non-recursive CTEs as derived tables, with SQL's scoping.
+"""Inline CTEs as derived tables, with SQL's scoping; a recursive one as the stand-in of
+``normalize.recursive_ctes`` (in a ``WITH RECURSIVE``, a CTE whose body reads its own name).
 
 A CTE body sees the CTEs defined before it in the same WITH (and those of enclosing queries),
 not itself nor later ones: inside its own body a CTE's name means the table of that name. A
@@ -24,6 +25,7 @@ from sqlglot import exp
 
 from duckstream.errors import UnsupportedSQLError
 from duckstream.expressions import map_children
+from duckstream.normalize.recursive_ctes import references, stand_in
 
 
 def inline_ctes(expression: exp.Expr) -> exp.Expr:
@@ -35,16 +37,33 @@ def _inline(node: exp.Expr, ctes: dict[str, exp.CTE]) -> exp.Expr:
     ``node``, in place, and return the (possibly replaced) node."""
     with_ = node.args.get("with_")
     if isinstance(with_, exp.With):
-        if with_.args.get("recursive"):
-            raise UnsupportedSQLError("recursive_cte", "WITH RECURSIVE is not supported")
         ctes = dict(ctes)
+        if with_.args.get("recursive"):
+            _refuse_mutual_recursion(with_)
         for cte in with_.expressions:
-            cte.set("this", _inline(cte.this, ctes))
+            if with_.args.get("recursive") and references(cte.this, cte.alias_or_name.lower()):
+                # read as its stand-in (normalize.recursive_ctes): this name is the CTE in
+                # its own body, later names are not yet
+                cte.set("this", _inline(stand_in(cte), ctes))
+            else:
+                cte.set("this", _inline(cte.this, ctes))
             ctes[cte.alias_or_name.lower()] = cte
         node.set("with_", None)
     if isinstance(node, exp.Table) and _is_reference(node, ctes):
         return _derived(node, ctes[node.name.lower()])
     return map_children(node, lambda child: _inline(child, ctes))
+
+
+def _refuse_mutual_recursion(with_: exp.With) -> None:
+    """In a WITH RECURSIVE, a body that reads a CTE defined after it (mutual recursion)."""
+    names = [c.alias_or_name.lower() for c in with_.expressions]
+    for i, cte in enumerate(with_.expressions):
+        for later in names[i + 1 :]:
+            if references(cte.this, later):
+                raise UnsupportedSQLError(
+                    "recursive_cte",
+                    f"mutual recursion: CTE {names[i]} reads {later}, defined after it",
+                )
 
 
 def _is_reference(table: exp.Table, ctes: dict[str, exp.CTE]) -> bool:

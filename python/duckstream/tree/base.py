@@ -526,6 +526,8 @@ class Context:
     engine: Engine
     features: set[str] = field(default_factory=set)
     counter: int = 0  # numbers the CTEs of nested operators
+    # how many steps a UNION ALL recursion may take (``tree.recursive``); deeper fails
+    max_recursion_depth: int = 1000
 
 
 class Leaf(ABC):

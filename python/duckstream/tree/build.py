@@ -18,6 +18,8 @@ from duckstream.clock import clock_kinds
 from duckstream.engines.base import Source
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
 from duckstream.expressions import conjuncts, has_window
+from duckstream.recursion import parts as recursive_parts
+from duckstream.recursion import self_reference
 from duckstream.tree.aggregate import Aggregate
 from duckstream.tree.base import Block, Context, Leaf, Relation
 from duckstream.tree.constant import ConstantLeaf, ConstantRelation, reads_no_table
@@ -27,6 +29,7 @@ from duckstream.tree.filter import Filter
 from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
 from duckstream.tree.project import Project
+from duckstream.tree.recursive import RecursiveCTE, SelfReference
 from duckstream.tree.scan import Scan
 from duckstream.tree.temporal_filter import TemporalFilter
 from duckstream.tree.union import UnionAll
@@ -81,6 +84,8 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
         elif isinstance(node, exp.Table):
             alias = alias or exp.TableAlias(this=exp.to_identifier(node.name))
             leaves.append(Scan(resolve(node), alias))
+        elif self_reference(node):  # a recursive CTE's term reading the CTE
+            leaves.append(SelfReference(node.args["alias"].copy()))
         elif isinstance(node, exp.Subquery) and isinstance(
             node.this, exp.Select | exp.SetOperation
         ):
@@ -150,6 +155,9 @@ def build_relation(select: exp.Query, ctx: Context, resolve: ResolveTable) -> Re
     table, a branch of a set operation)."""
     while isinstance(select, exp.Subquery):  # a parenthesized branch
         select = select.this
+    recursive = recursive_parts(select)
+    if recursive is not None:
+        return build_recursive(*recursive, select.named_selects, ctx, resolve)
     if reads_no_table(select):
         ctx.features.add("constant_relation")
         return ConstantRelation(select.copy())
@@ -178,6 +186,41 @@ def build_relation(select: exp.Query, ctx: Context, resolve: ResolveTable) -> Re
         return Distinct(parts.block, parts.items, parts.names)
     ctx.features.add("project")
     return Project(parts.block, parts.items, parts.names)
+
+
+def build_recursive(
+    base: exp.Query,
+    step: exp.Select,
+    distinct: bool,
+    names: list[str],
+    ctx: Context,
+    resolve: ResolveTable,
+) -> Relation:
+    """A recursive CTE (``normalize.recursive_ctes``'s stand-in) over its two terms."""
+    ctx.features.add("recursive_cte")
+    if not ctx.engine.recursive_ctes:
+        raise UnsupportedSQLError(
+            "recursive_cte", f"{ctx.engine.dialect} has no recursive CTEs (WITH RECURSIVE)"
+        )
+    base_relation = build_relation(base, ctx, resolve)
+    parts = split_select(step, ctx, resolve)
+    join = parts.block
+    while not isinstance(join, Join):  # under its filters
+        assert isinstance(join, Filter | TemporalFilter), join
+        join = join.input
+    found = [leaf for leaf in join.leaves if isinstance(leaf, SelfReference)]
+    assert len(found) == 1, "normalize.recursive_ctes takes one recursive reference"
+    if parts.aggregated or parts.distinct or has_window(step):
+        raise UnsupportedSQLError(
+            "recursive_cte",
+            f"an aggregate, DISTINCT or window in a recursive term: `{step.sql()[:80]}`",
+        )
+    if any(j.side for j in join.joins):
+        raise UnsupportedSQLError("recursive_cte", "an outer join in a recursive term")
+    step_relation = Project(parts.block, parts.items, parts.names)
+    return RecursiveCTE(
+        base_relation, step_relation, found[0], list(names), distinct, found[0].name
+    )
 
 
 def build_set_operation(node: exp.SetOperation, ctx: Context, resolve: ResolveTable) -> Relation:

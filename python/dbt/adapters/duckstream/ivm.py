@@ -233,6 +233,7 @@ class DuckLakeBackend:
             "schema": schema_of(
                 self.con, view_sql, catalog=request.database, schema=request.schema
             ),
+            "max_recursion_depth": request.max_recursion_depth,
         }
 
     def plan_key(self, request: ModelRequest) -> str:
@@ -245,6 +246,7 @@ class DuckLakeBackend:
             request.schema,
             request.identifier,
             request.cursors_name,
+            str(request.max_recursion_depth),
             plans.code_version(),
         )
 

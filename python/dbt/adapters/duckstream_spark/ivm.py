@@ -121,6 +121,7 @@ class IcebergBackend:
             "schema": schema_of(
                 self.spark, request.sql, catalog=self.catalog, schema=request.schema
             ),
+            "max_recursion_depth": request.max_recursion_depth,
         }
 
     def plan_key(self, request: ModelRequest) -> str | None:
