@@ -18,6 +18,7 @@ from duckstream.normalize.expand_grouping_sets import expand_grouping_sets
 from duckstream.normalize.factor_disjunctions import factor_disjunctions
 from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.isolate_windows import isolate_windows
+from duckstream.normalize.lateral_functions import lateral_functions
 from duckstream.normalize.pin_clock import pin_clock
 from duckstream.normalize.qualify_view import qualify_view
 from duckstream.normalize.rewrite_distinct_on import rewrite_distinct_on
@@ -74,6 +75,8 @@ def normalize_forms(
     expression = inline_ctes(expression)
     # VALUES and series in FROM with their columns named: qualify_view then knows them
     expression = constant_relations(expression, dialect)
+    # table functions over a row's columns as LATERAL joins, their columns named
+    expression = lateral_functions(expression, dialect)
     expression = drop_order(expression)
     expression = rewrite_filtered_aggregates(expression)
     # a derived table and a WHERE, its names left for qualify_view to resolve as in QUALIFY

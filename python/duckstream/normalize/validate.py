@@ -11,6 +11,7 @@ from sqlglot import exp
 from duckstream.errors import UnsupportedSQLError
 from duckstream.expressions import NONDETERMINISTIC, NONDETERMINISTIC_NODES
 from duckstream.normalize.constant_relations import is_constant_relation
+from duckstream.normalize.lateral_functions import lateral_function
 
 
 def _where(node: exp.Expr) -> str:
@@ -49,19 +50,57 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
         raise _fail("reserved_name", node, "names starting with _ivm_ are reserved for duckstream")
     if isinstance(node, exp.Table) and node.args.get("when"):
         raise _fail("time_travel", node, "time travel on a source cannot be maintained")
-    if isinstance(node, exp.Lateral | exp.Unnest):
+    if isinstance(node, exp.Join) and _lateral_item(node.this):
+        _check_lateral(node)
+    inside = isinstance(node.parent, exp.Lateral) and _lateral_item(node.parent)
+    if isinstance(node, exp.Lateral | exp.Unnest) and not (_lateral_item(node) or inside):
+        if isinstance(node, exp.Unnest) and isinstance(node.parent, exp.From):
+            raise _fail("table_function", node, "unnest must follow the relation it reads")
         raise _fail("table_function", node, FROM_ITEMS)
     if isinstance(node, exp.Values) and not is_constant_relation(node):
         raise _fail("table_function", node, "a VALUES list must hold constants")
     function = isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier)
-    if function and not is_constant_relation(node):
+    if function and not is_constant_relation(node) and not _lateral_item(node):
         raise _fail("table_function", node, FROM_ITEMS)
 
 
 FROM_ITEMS = (
-    "only tables, subqueries, VALUES lists and range / generate_series with constant"
-    " arguments may stand in FROM"
+    "only tables, subqueries, VALUES lists, range / generate_series with constant"
+    " arguments and, after the relations they read, unnest / range / generate_series over"
+    " their columns may stand in FROM"
 )
+
+
+def _lateral_item(node: exp.Expr) -> bool:
+    """Whether ``node`` is a table function over a row's columns that
+    ``normalize.lateral_functions`` spells as a LATERAL join: a join's item (not first in
+    FROM) or Spark's ``LATERAL VIEW``."""
+    placed = isinstance(node.parent, exp.Join) or (
+        isinstance(node, exp.Lateral) and node.arg_key == "laterals"
+    )
+    return placed and lateral_function(node) is not None
+
+
+def _check_lateral(join: exp.Join) -> None:
+    """A lateral function joins as CROSS / comma, or LEFT / inner with ON TRUE."""
+    item = join.this
+    side, on = (join.side or "").upper(), join.args.get("on")
+    true_on = on is None or (isinstance(on, exp.Boolean) and on.this is True)
+    if side in ("RIGHT", "FULL") or join.args.get("using") or not true_on:
+        raise _fail(
+            "lateral_join",
+            join,
+            "a table function over a row's columns joins as CROSS JOIN, a comma, or LEFT JOIN"
+            " ... ON TRUE (filter its rows in WHERE)",
+        )
+    function = lateral_function(item)
+    if isinstance(function, exp.Unnest) and len(function.expressions) != 1:
+        raise _fail("table_function", item, "unnest of one list only (no zip, no recursive :=)")
+    offset = function.args.get("offset") if isinstance(function, exp.Unnest) else None
+    if offset not in (None, False) and not isinstance(offset, exp.Identifier):
+        raise _fail(
+            "table_function", item, "WITH ORDINALITY needs the column names (AS u(value, n))"
+        )
 
 
 def check_subqueries(expression: exp.Expr) -> None:

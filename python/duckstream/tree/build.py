@@ -26,6 +26,7 @@ from duckstream.tree.distinct import Distinct
 from duckstream.tree.filter import Filter
 from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
+from duckstream.tree.lateral_function import LateralFunction
 from duckstream.tree.project import Project
 from duckstream.tree.scan import Scan
 from duckstream.tree.temporal_filter import TemporalFilter
@@ -78,6 +79,9 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
         ):
             ctx.features.add("constant_relation")
             leaves.append(ConstantLeaf(node.copy()))
+        elif isinstance(node, exp.Lateral) and not isinstance(node.this, exp.Subquery):
+            ctx.features.add("lateral_function")
+            leaves.append(LateralFunction(node.copy()))
         elif isinstance(node, exp.Table):
             alias = alias or exp.TableAlias(this=exp.to_identifier(node.name))
             leaves.append(Scan(resolve(node), alias))
