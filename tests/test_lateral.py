@@ -57,6 +57,28 @@ CYCLES: list[Cycle] = [
     [[Insert("t", ((7, [9], 1, 1),)), Delete("t", "k = 7")], [Delete("s", "true")]],
     [[Delete("t", "true")], [Insert("t", ((8, [1, 9, 9], -1, 2),))]],
 ]
+U = TableSpec(
+    "u",
+    [Column("k", "INTEGER"), Column("x", "INTEGER"), Column("w", "VARCHAR")],
+    [(1, 10, "a"), (1, 11, "b"), (1, 12, "a"), (2, 20, "c"), (None, 5, "n"), (4, 3, "d")],
+)
+# t and u change in the same windows; u's rows move between keys, and keys come and go
+U_CYCLES: list[Cycle] = [
+    [[c for c in batch if c.table == "t"] for batch in cycle]
+    + [
+        [
+            [Insert("u", ((1, 9, "z"), (3, 30, "e")))],
+            [Delete("u", "x = 11")],
+            [Update("u", "k = 2", "k = 1 AND x = 12"), Update("u", "x = x + 10", "k = 4")],
+            [Insert("u", ((5, 1, "p"), (5, 1, "p"), (None, 2, "q")))],
+            [Delete("u", "k = 1")],
+            [Update("u", "w = NULL", "k = 2"), Insert("u", ((8, 0, "r"),))],
+            [Delete("u", "true"), Insert("u", ((8, 4, "s"),))],
+        ][i]
+    ]
+    for i, cycle in enumerate(CYCLES)
+]
+
 # the windows as they change t alone (for the views that read no s)
 T_CYCLES: list[Cycle] = [
     [[c for c in batch if c.table == "t"] for batch in cycle] for cycle in CYCLES
@@ -80,7 +102,8 @@ SCENARIOS: dict[str, Scenario] = {
         [T],
         "SELECT t.k, u.tag, u.n FROM t, unnest(t.tags) WITH ORDINALITY AS u(tag, n)",
         T_CYCLES,
-        spark_refused="spark_unsupported",
+        # transpiled as Spark's LATERAL VIEW POSEXPLODE (counts from 0), refused by name
+        spark_refused="table_function",
     ),
     "unnest_aggregated": Scenario(
         [T],
@@ -127,11 +150,59 @@ SCENARIOS: dict[str, Scenario] = {
     "unnest_in_select_list": Scenario(
         [T], "SELECT t.k, unnest(t.tags) AS tag FROM t WHERE t.k > 1", T_CYCLES
     ),
+    "unnest_in_select_list_distinct": Scenario(
+        [T], "SELECT DISTINCT unnest(t.tags) AS tag, t.a FROM t", T_CYCLES
+    ),
     "unnest_in_derived_table_aggregated": Scenario(
         [T],
         "SELECT x.tag, count(*) AS n FROM (SELECT unnest(t.tags) AS tag FROM t) AS x"
         " GROUP BY x.tag",
         T_CYCLES,
+    ),
+    "lateral_top_k": Scenario(
+        [T, U],
+        "SELECT t.k, s.x, s.w FROM t, LATERAL (SELECT u.x, u.w FROM u WHERE u.k = t.k"
+        " ORDER BY u.x DESC LIMIT 2) AS s",
+        U_CYCLES,
+        spark_refused="spark_unsupported",
+    ),
+    "lateral_left_aggregate": Scenario(
+        [T, U],
+        "SELECT t.k, s.c, s.total FROM t LEFT JOIN LATERAL (SELECT count(*) AS c, sum(u.x)"
+        " AS total FROM u WHERE u.k = t.k) AS s ON TRUE",
+        U_CYCLES,
+    ),
+    "lateral_reads_outer_columns": Scenario(
+        [T, U],
+        "SELECT t.k, s.y FROM t, LATERAL (SELECT u.x + t.a AS y FROM u"
+        " WHERE u.k = t.k AND u.x > t.a) AS s",
+        U_CYCLES,
+    ),
+    "lateral_without_equality": Scenario(
+        [T, U],
+        "SELECT t.k, s.x FROM t LEFT JOIN LATERAL (SELECT u.x FROM u"
+        " WHERE u.x BETWEEN t.a AND t.b + 10 ORDER BY u.x LIMIT 1) AS s ON TRUE",
+        U_CYCLES,
+        spark_refused="spark_unsupported",
+    ),
+    "lateral_first_grouped": Scenario(
+        [T, U],
+        "SELECT s.w, count(*) AS n FROM t, LATERAL (SELECT u.w FROM u WHERE u.k = t.k"
+        " ORDER BY u.x LIMIT 1) AS s GROUP BY s.w",
+        U_CYCLES,
+        spark_refused="spark_unsupported",
+    ),
+    "lateral_reads_no_table": Scenario(
+        [T],
+        "SELECT t.k, l.y, l.d FROM t LEFT JOIN LATERAL (SELECT t.a * 2 AS y, t.b - t.a AS d)"
+        " AS l ON TRUE",
+        T_CYCLES,
+    ),
+    "lateral_over_a_join": Scenario(
+        [T, U, S],
+        "SELECT t.k, l.x, l.w FROM t, LATERAL (SELECT u.x, s.w FROM u JOIN s ON s.tag = u.x"
+        " - 9 WHERE u.k = t.k) AS l",
+        [[*cycle, *extra] for cycle, extra in zip(U_CYCLES, CYCLES, strict=True)],
     ),
 }
 
@@ -175,6 +246,13 @@ def test_a_changed_row_alone_is_unnested():
         ("SELECT t.k, u.x FROM t LEFT JOIN unnest(t.tags) AS u(x) ON u.x > 1", "lateral_join"),
         ("SELECT t.k, u.x FROM t, unnest(t.tags, t.tags) AS u(x, y)", "table_function"),
         ("SELECT t.k, v.x FROM t, (VALUES (t.k)) AS v(x)", "table_function"),
+        ("SELECT k, unnest(list(a)) AS x FROM t GROUP BY k", "table_function"),
+        ("SELECT unnest(t.tags) AS x, row_number() OVER () AS n FROM t", "table_function"),
+        (
+            "SELECT t.k, l.x FROM t, LATERAL (SELECT u.x FROM u WHERE u.k = t.k"
+            " UNION ALL SELECT 1) AS l",
+            "table_function",
+        ),
     ],
 )
 def test_what_is_not_maintained_is_named(sql, feature):

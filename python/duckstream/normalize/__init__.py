@@ -19,6 +19,7 @@ from duckstream.normalize.factor_disjunctions import factor_disjunctions
 from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.isolate_windows import isolate_windows
 from duckstream.normalize.lateral_functions import lateral_functions
+from duckstream.normalize.lateral_subqueries import lateral_subqueries
 from duckstream.normalize.pin_clock import pin_clock
 from duckstream.normalize.qualify_view import qualify_view
 from duckstream.normalize.rewrite_distinct_on import rewrite_distinct_on
@@ -95,6 +96,8 @@ def normalize_forms(
     # after validation: these introduce _ivm_ names
     expression = rewrite_distinct_on(expression)
     expression = rewrite_top_k(expression)
+    # a LATERAL subquery's LIMIT stays (re-evaluated per row): its ties broken
+    expression = lateral_subqueries(expression)
     # after the top-k: its ORDER BY / LIMIT apply to the union of the grouping sets
     expression = expand_grouping_sets(expression, grand_total_over_no_rows)
     recompute = expression.copy()

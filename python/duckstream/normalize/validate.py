@@ -78,7 +78,17 @@ def _lateral_item(node: exp.Expr) -> bool:
     placed = isinstance(node.parent, exp.Join) or (
         isinstance(node, exp.Lateral) and node.arg_key == "laterals"
     )
-    return placed and lateral_function(node) is not None
+    return placed and (lateral_function(node) is not None or lateral_subquery(node))
+
+
+def lateral_subquery(node: exp.Expr) -> bool:
+    """Whether ``node`` is ``LATERAL (SELECT ...) AS alias`` (a join's item)."""
+    return (
+        isinstance(node, exp.Lateral)
+        and isinstance(node.parent, exp.Join)
+        and isinstance(node.this, exp.Subquery)
+        and isinstance(node.this.this, exp.Select)
+    )
 
 
 def _check_lateral(join: exp.Join) -> None:
@@ -90,9 +100,13 @@ def _check_lateral(join: exp.Join) -> None:
         raise _fail(
             "lateral_join",
             join,
-            "a table function over a row's columns joins as CROSS JOIN, a comma, or LEFT JOIN"
+            "a table function or LATERAL subquery joins as CROSS JOIN, a comma, or LEFT JOIN"
             " ... ON TRUE (filter its rows in WHERE)",
         )
+    if lateral_subquery(item):
+        if not item.alias:
+            raise _fail("derived_table", item, "a LATERAL subquery needs an alias")
+        return
     function = lateral_function(item)
     if isinstance(function, exp.Unnest) and len(function.expressions) != 1:
         raise _fail("table_function", item, "unnest of one list only (no zip, no recursive :=)")
@@ -105,7 +119,7 @@ def _check_lateral(join: exp.Join) -> None:
 
 def check_subqueries(expression: exp.Expr) -> None:
     """Refuse the subqueries outside FROM that ``decorrelate_subqueries`` left in place."""
-    in_from = exp.From | exp.Join | exp.Subquery | exp.SetOperation
+    in_from = exp.From | exp.Join | exp.Subquery | exp.SetOperation | exp.Lateral
     for node in expression.walk():
         if isinstance(node, exp.Exists):
             raise _fail(
@@ -139,7 +153,7 @@ def _in_from(query: exp.Expr) -> bool:
     node = query
     while isinstance(node.parent, exp.Subquery | exp.SetOperation):
         node = node.parent
-    return node.parent is None or isinstance(node.parent, exp.From | exp.Join)
+    return node.parent is None or isinstance(node.parent, exp.From | exp.Join | exp.Lateral)
 
 
 def _check_set_operation(node: exp.SetOperation) -> None:
@@ -156,6 +170,17 @@ def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) 
             "no_source",
             select,
             "a SELECT without FROM may not read a table in a subquery (add the FROM)",
+        )
+    generators = [i for i in select.expressions if i.find(exp.Explode, exp.Unnest)]
+    grouped = select.args.get("group") or any(
+        i.find(exp.AggFunc, exp.Window) for i in select.expressions
+    )
+    if generators and grouped:
+        raise _fail(
+            "table_function",
+            generators[0],
+            "unnest in the select list of a grouped SELECT or beside a window function (it"
+            " runs after them): unnest in FROM, or group in an outer query",
         )
     joins = select.args.get("joins") or []
     _check_outer_joins(joins)

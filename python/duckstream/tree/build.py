@@ -27,6 +27,7 @@ from duckstream.tree.filter import Filter
 from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
 from duckstream.tree.lateral_function import LateralFunction
+from duckstream.tree.lateral_subquery import LateralSubquery
 from duckstream.tree.project import Project
 from duckstream.tree.scan import Scan
 from duckstream.tree.temporal_filter import TemporalFilter
@@ -82,6 +83,13 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
         elif isinstance(node, exp.Lateral) and not isinstance(node.this, exp.Subquery):
             ctx.features.add("lateral_function")
             leaves.append(LateralFunction(node.copy()))
+        elif isinstance(node, exp.Lateral):
+            ctx.features.add("lateral_subquery")
+            tables = [
+                resolve(t) for t in node.find_all(exp.Table) if isinstance(t.this, exp.Identifier)
+            ]
+            outer = frozenset(leaf.name for leaf in leaves)
+            leaves.append(LateralSubquery(node.copy(), tables, outer))
         elif isinstance(node, exp.Table):
             alias = alias or exp.TableAlias(this=exp.to_identifier(node.name))
             leaves.append(Scan(resolve(node), alias))
