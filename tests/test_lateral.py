@@ -1,8 +1,10 @@
 """Table functions over a row's columns on DuckLake: ``unnest(t.tags)``, ``range(t.a, t.b)``,
 ``generate_series(...)`` after the relation they read (comma, CROSS JOIN LATERAL, LEFT JOIN
 LATERAL ... ON TRUE, WITH ORDINALITY), aggregated, joined after, and ``unnest`` in the select
-list. Lists with duplicate and NULL elements, empty and NULL lists, NULL and reversed series
-bounds. Each scenario is maintained through windows that insert, delete and update the
+list; LATERAL subqueries correlated with the row before them (by an equality or not, with
+ORDER BY ... LIMIT, aggregates, outer columns, over a join), their tables changed in the same
+windows as the outer one. Lists with duplicate and NULL elements, empty and NULL lists, NULL
+and reversed series bounds. Each scenario is maintained through windows that insert, delete and update the
 tables, compared with recomputation after every refresh, with and without ``schema=`` and
 through ``auto`` as well as forced maintenance.
 

@@ -1,5 +1,5 @@
-"""Table functions over a row's columns on Spark + Iceberg: scenarios of
-``tests/test_lateral.py`` from the same view SQL (``unnest`` rendered as ``LATERAL
+"""Table functions over a row's columns and LATERAL subqueries on Spark + Iceberg: scenarios
+of ``tests/test_lateral.py`` from the same view SQL (``unnest`` rendered as ``LATERAL
 EXPLODE``, a series as ``EXPLODE(SEQUENCE(...))`` guarded against a step away from the end),
 run at once by the ``outcomes`` fixture (``tests/spark/conftest.py``): rows after every
 refresh, column names and Spark's column types compared with the view's."""
@@ -14,9 +14,9 @@ from test_lateral import SCENARIOS  # tests/ is on sys.path (its conftest)
 pytestmark = pytest.mark.spark
 CHECK_TYPES = True
 
-# LEFT JOIN LATERAL unnest aggregated per row, a series over columns, and unnest then a join;
-# DUCKSTREAM_SPARK_ALL=1 runs every scenario (``chosen``).
-DEFAULT = ["unnest_left_aggregated_per_row", "range_over_columns", "unnest_then_join"]
+# LEFT JOIN LATERAL unnest aggregated per row, a series over columns, and a LEFT JOIN LATERAL
+# subquery of aggregates; DUCKSTREAM_SPARK_ALL=1 runs every scenario (``chosen``).
+DEFAULT = ["unnest_left_aggregated_per_row", "range_over_columns", "lateral_left_aggregate"]
 
 
 @pytest.mark.parametrize("name", chosen(SCENARIOS, DEFAULT))

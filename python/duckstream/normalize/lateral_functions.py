@@ -6,8 +6,8 @@ unnest(t.tags) AS u(tag)`` gives, for each row of ``t``, one row per element of 
 (none for an empty or NULL list; LEFT JOIN keeps the row once, NULL-extended). The spellings
 of both engines become one node, ``exp.Lateral`` over an ``exp.Unnest`` (a list; DuckDB's
 ``unnest``, Spark's ``explode``, ``WITH ORDINALITY`` kept as the unnest's ``offset``) or an
-``exp.GenerateSeries`` (DuckDB's ``range`` / ``generate_series``, Spark's
-``explode(sequence(...))``) whose arguments read a column:
+``exp.GenerateSeries`` (DuckDB's ``range`` / ``generate_series``) whose arguments read a
+column (Spark's ``explode(sequence(...))`` is the unnest of the array ``sequence`` makes):
 
 - ``FROM t, unnest(t.tags) AS u(tag)``, ``CROSS JOIN [LATERAL] unnest(...)``, ``JOIN
   unnest(...) ON TRUE`` and ``LEFT JOIN [LATERAL] unnest(...) ON TRUE``;
@@ -72,8 +72,8 @@ def lateral_function(node: exp.Expr) -> exp.Unnest | exp.GenerateSeries | None:
     ...     return parse_one(f"SELECT * FROM t, {sql}", read=dialect).args["joins"][0].this
     >>> lateral_function(item("LATERAL explode(t.tags) AS u(tag)", "spark")).sql("duckdb")
     'UNNEST(t.tags)'
-    >>> lateral_function(item("explode(sequence(t.a, 9)) AS s(n)", "spark")).sql("duckdb")
-    'GENERATE_SERIES(t.a, 9)'
+    >>> lateral_function(item("LATERAL explode(sequence(t.a, 9)) AS s(n)", "spark")).sql("spark")
+    'EXPLODE(SEQUENCE(t.a, 9))'
     >>> lateral_function(item("LATERAL (SELECT 1) AS s")) is None
     True
     """
@@ -84,13 +84,10 @@ def lateral_function(node: exp.Expr) -> exp.Unnest | exp.GenerateSeries | None:
         found: exp.Unnest | exp.GenerateSeries = this.copy()
         found.set("alias", None)
         return found
-    if isinstance(this, exp.Explode) and not isinstance(this, exp.Posexplode):
-        if isinstance(this.this, exp.GenerateSeries):  # Spark's explode(sequence(...))
-            series = this.this.copy()
-            series.set("is_end_exclusive", False)
-            return series
-        if not isinstance(this, exp.ExplodeOuter):
-            return exp.Unnest(expressions=[this.this.copy()])
+    if isinstance(this, exp.Explode) and not isinstance(this, exp.Posexplode | exp.ExplodeOuter):
+        # Spark's explode(sequence(a, b)) too: the elements of the array Spark's sequence
+        # makes (it counts down where b < a, where DuckDB's series have no rows)
+        return exp.Unnest(expressions=[this.this.copy()])
     if isinstance(this, exp.GenerateSeries):
         series = this.copy()
         if series.args.get("start") is None:
