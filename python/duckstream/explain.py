@@ -37,9 +37,9 @@ from duckstream.tree.distinct import Distinct
 from duckstream.tree.filter import Filter
 from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
-from duckstream.tree.project import Project
 from duckstream.tree.lateral_function import LateralFunction
 from duckstream.tree.lateral_subquery import LateralSubquery
+from duckstream.tree.project import Project
 from duckstream.tree.scan import Scan
 from duckstream.tree.union import UnionAll
 from duckstream.tree.window import Window, partition_keys
