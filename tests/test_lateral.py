@@ -4,9 +4,9 @@ LATERAL ... ON TRUE, WITH ORDINALITY), aggregated, joined after, and ``unnest`` 
 list; LATERAL subqueries correlated with the row before them (by an equality or not, with
 ORDER BY ... LIMIT, aggregates, outer columns, over a join), their tables changed in the same
 windows as the outer one. Lists with duplicate and NULL elements, empty and NULL lists, NULL
-and reversed series bounds. Each scenario is maintained through windows that insert, delete and update the
-tables, compared with recomputation after every refresh, with and without ``schema=`` and
-through ``auto`` as well as forced maintenance.
+and reversed series bounds. Each scenario is maintained through windows that insert, delete
+and update the tables, compared with recomputation after every refresh, with and without
+``schema=`` and through ``auto`` as well as forced maintenance.
 
 ``tests/spark/test_spark_lateral.py`` runs some of them on Spark + Iceberg.
 """
