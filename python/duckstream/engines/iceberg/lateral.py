@@ -34,8 +34,6 @@ from sqlglot import exp
 
 from duckstream.engines.iceberg.series import series_step
 from duckstream.errors import UnsupportedSQLError
-from duckstream.normalize.constant_relations import is_constant_relation
-from duckstream.normalize.lateral_functions import lateral_function, lateral_functions
 
 FEATURE = "spark_unsupported"
 
@@ -69,34 +67,60 @@ def check_lateral(select: exp.Expr) -> None:
 
 def explode_laterals(select: exp.Select) -> exp.Select:
     """``select`` with the table functions over a row's columns among its joins as
-    ``LATERAL EXPLODE(...)`` (a copy; ``select`` itself when it has none), however they are
-    spelled (``normalize.lateral_functions``): a view written for DuckDB transpiles too.
+    ``LATERAL EXPLODE(...)`` (a copy; ``select`` itself when it has none): the compiler's
+    spelling (``normalize.lateral_functions``), and DuckDB's (``, unnest(t.x)``, a series over
+    columns) for a view transpiled, its unnamed columns named as DuckDB names them.
 
     >>> from sqlglot import parse_one
     >>> explode_laterals(parse_one("SELECT * FROM t LEFT JOIN unnest(t.x) ON TRUE")).sql("spark")
     'SELECT * FROM t LEFT JOIN LATERAL EXPLODE(t.x) AS unnest(unnest) ON TRUE'
-    """
+    >>> view = parse_one("SELECT * FROM t, range(t.a, 3) AS r(i)", read="duckdb")
+    >>> explode_laterals(view).sql("spark")
+    'SELECT * FROM t CROSS JOIN LATERAL EXPLODE(IF(t.a > 3 - 1, ARRAY(), SEQUENCE(t.a, 3 - 1, 1))) AS r(i)'
+    """  # noqa: E501
     joins = select.args.get("joins") or []
-    if not any(_function(j.this) for j in joins):
+    if not any(_function(j.this) is not None for j in joins):
         return select
-    # unnamed columns as DuckDB names them: what reaches here unnormalized is a DuckDB
-    # view transpiled (the compiler names them first)
-    spelled = lateral_functions(select, "duckdb")
-    assert isinstance(spelled, exp.Select)
-    for join in spelled.args["joins"]:
-        if isinstance(join.this, exp.Lateral) and _function(join.this):
-            join.this.set("this", spark_explode(join.this.this))
-    return spelled
+    select = select.copy()
+    for join in select.args["joins"]:
+        function = _function(join.this)
+        if function is None:
+            continue
+        alias = join.this.args.get("alias")
+        alias = alias.copy() if alias is not None else exp.TableAlias()
+        default = "unnest" if isinstance(function, exp.Unnest) else _series_name(function)
+        if not alias.name:
+            alias.set("this", exp.to_identifier(default))
+        if not alias.columns:
+            alias.set("columns", [exp.to_identifier(default)])
+        join.set("this", exp.Lateral(this=spark_explode(function), alias=alias))
+        if (join.side or "").upper() != "LEFT":
+            join.set("kind", "CROSS")
+            join.set("on", None)
+    return select
 
 
-def _function(node: exp.Expr) -> bool:
-    if isinstance(node, exp.Lateral) and isinstance(node.this, exp.Explode):
-        return False  # Spark's own spelling already
-    if isinstance(node, exp.Lateral | exp.Unnest) and node.find(exp.Unnest, bfs=False):
-        unnest = node if isinstance(node, exp.Unnest) else node.this
-        if isinstance(unnest, exp.Unnest) and unnest.args.get("offset"):
-            return False  # WITH ORDINALITY: sqlglot's posexplode, refused (check_lateral)
-    return lateral_function(node) is not None and not is_constant_relation(node)
+def _function(node: exp.Expr) -> exp.Unnest | exp.GenerateSeries | None:
+    """The unnest or series over a row's columns that the join item ``node`` calls, or
+    ``None`` (``WITH ORDINALITY`` too: sqlglot's posexplode, refused by the compiler)."""
+    function = node.this if isinstance(node, exp.Lateral | exp.Table) else node
+    if isinstance(function, exp.Unnest) and not function.args.get("offset"):
+        if isinstance(node, exp.Table):
+            return None
+    elif isinstance(function, exp.GenerateSeries):
+        if isinstance(node, exp.Table) and function.find(exp.Column) is None:
+            return None  # a constant series: Spark's range (series.py)
+    else:
+        return None
+    found = function.copy()
+    found.set("alias", None)
+    if found.args.get("start") is None:  # range(b)
+        found.set("start", exp.Literal.number(0))
+    return found
+
+
+def _series_name(series: exp.Expr) -> str:
+    return "range" if series.args.get("is_end_exclusive") else "generate_series"
 
 
 def spark_explode(function: exp.Expr) -> exp.Expr:
