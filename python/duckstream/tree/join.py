@@ -297,10 +297,17 @@ class Join(Block):
         """``J_new[affected] op Q(U_new) - J_new[affected] op Q(U_old)`` for a lateral
         subquery ``Q`` (``tree.lateral_subquery``), ``op`` its join (inner or LEFT)."""
         affected = leaf.affected(ctx)
-        where = (affected,) if affected is not None else ()
+        where, keys = (affected[0],) if affected else (), affected[1] if affected else None
+        if affected and uses_key_semijoins():
+            # into the outer relation's state too: DuckDB 1.5.5 otherwise evaluates the
+            # subquery for every row of J before the WHERE drops the unaffected ones
+            relations = tuple(r.copy() for r in new_j.relations)
+            for relation in relations:
+                push_key_filter(relation, affected[0])
+            new_j = replace(new_j, relations=relations)
         return [
             new_j.extend(
-                leaf.state(ctx, version),
+                leaf.state(ctx, version, keys),
                 op,
                 where=where,
                 mult=_constant(sign),
