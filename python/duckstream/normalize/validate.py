@@ -78,7 +78,8 @@ def _lateral_item(node: exp.Expr) -> bool:
     placed = isinstance(node.parent, exp.Join) or (
         isinstance(node, exp.Lateral) and node.arg_key == "laterals"
     )
-    return placed and (lateral_function(node) is not None or lateral_subquery(node))
+    function = lateral_function(node) is not None and not is_constant_relation(node)
+    return placed and (function or lateral_subquery(node))
 
 
 def lateral_subquery(node: exp.Expr) -> bool:
