@@ -13,7 +13,8 @@ f(...) AS u(cols)``), rendered with Spark 3.5's generators:
 A LATERAL subquery with LIMIT is refused on Spark (3.5 cannot correlate one); ``WITH
 ORDINALITY`` is refused too (its ``posexplode`` counts from 0 in another column
 order, and the count cannot be shifted inside the FROM item), and so are several generators
-in one select list (Spark allows one).
+in one select list (Spark allows one), and a generator under SELECT DISTINCT (Spark refuses it
+in the GROUP BY that maintains the DISTINCT).
 
 >>> from sqlglot import parse_one
 >>> from duckstream.normalize.lateral_functions import lateral_functions
@@ -57,6 +58,12 @@ def check_lateral(select: exp.Expr) -> None:
             )
     for query in select.find_all(exp.Select):
         generators = [i for i in query.expressions if i.find(exp.Explode, exp.Unnest)]
+        if generators and query.args.get("distinct"):
+            raise UnsupportedSQLError(
+                FEATURE,
+                "SELECT DISTINCT beside a generator (unnest / explode): Spark refuses it in the"
+                f" GROUP BY that maintains it: unnest in FROM instead: `{query.sql()[:80]}`",
+            )
         if len(generators) > 1:
             raise UnsupportedSQLError(
                 FEATURE,
