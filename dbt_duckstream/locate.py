@@ -31,6 +31,7 @@ KINDS: dict[str, tuple[type[exp.Expr], ...]] = {
     "order_by": (exp.Order,),
     "set_operation": (exp.Union, exp.Except, exp.Intersect),
     "table_function": (exp.Lateral, exp.Unnest, exp.Values, exp.Table),
+    "lateral_join": (exp.Join,),
     "grouping_sets": (exp.Cube, exp.Rollup, exp.GroupingSets),
 }
 

@@ -230,7 +230,7 @@ def test_a_view_that_reads_no_table_is_refused(sql):
 @pytest.mark.parametrize(
     ("sql", "feature"),
     [
-        ("SELECT a.k FROM a, range(0, a.k) AS r(i)", "table_function"),
+        ("SELECT a.k FROM a FULL JOIN range(0, a.k) AS r(i) ON TRUE", "lateral_join"),
         ("SELECT a.k FROM a, (VALUES (a.k)) AS v(x)", "table_function"),
         ("SELECT (SELECT max(k) FROM a) AS m", "no_source"),
     ],

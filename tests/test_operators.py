@@ -24,6 +24,7 @@ from duckstream.testing.differential import TableSpec, as_multiset, sql_literal
 from duckstream.testing.strategies import (
     SHAPES,
     constant_views,
+    lateral_views,
     rows,
     set_operation_views,
     tables,
@@ -99,9 +100,12 @@ def cases(
     outer: bool = False,
     set_operations: bool = False,
     constants: bool = False,
+    lateral: bool = False,
 ):
     tables_ = draw(tables(table_count))
-    if constants:
+    if lateral:
+        view_sql = draw(lateral_views(tables_))
+    elif constants:
         view_sql = draw(constant_views(tables_))
     elif set_operations:
         view_sql = draw(set_operation_views(tables_))
@@ -178,4 +182,12 @@ def test_set_operation_operators(case):
 def test_constant_relation_operators(case):
     """Constant relations (VALUES, range / generate_series, FROM-less SELECTs) unioned with,
     joined to and grouped with a table: their delta is empty, the table's carries through."""
+    check(case)
+
+
+@given(cases(2, lateral=True))
+def test_lateral_operators(case):
+    """Table functions over a row's columns (unnest, range, generate_series) and LATERAL
+    subqueries, projected, grouped and joined: ``ΔJ ⋈lat f(ΔJ)``, and a subquery re-evaluated
+    at both snapshots for the rows whose correlation keys changed."""
     check(case)

@@ -8,7 +8,8 @@ the view's DuckLake catalog or in a second one; and the widened grammar
 (``strategies.CONSTRUCTS``): several aggregate kinds in one view, literals in select lists,
 chained CTEs, a CTE used twice, aggregates and DISTINCT inside derived tables and CTEs, two
 levels of nesting, self-joins, mixed-case and quoted identifiers, select aliases named like
-the input columns that WHERE, GROUP BY and HAVING read (the column wins). Every example also draws
+the input columns that WHERE, GROUP BY and HAVING read (the column wins), table functions over
+a row's columns and LATERAL subqueries (``lateral``). Every example also draws
 DuckLake's data inlining (off, the default, 1000 rows). Separate properties: transactions
 that insert rows and then update or delete them; sources renamed away, replaced or swapped
 (``auto`` rebuilds, ``incremental`` raises ``rebuild required`` and changes nothing); and a

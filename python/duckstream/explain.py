@@ -37,6 +37,8 @@ from duckstream.tree.distinct import Distinct
 from duckstream.tree.filter import Filter
 from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
+from duckstream.tree.lateral_function import LateralFunction
+from duckstream.tree.lateral_subquery import LateralSubquery
 from duckstream.tree.project import Project
 from duckstream.tree.recursive import RecursiveCTE, SelfReference
 from duckstream.tree.scan import Scan
@@ -245,6 +247,14 @@ class _Walk:
     def node(self, node: object, depth: int) -> None:
         if isinstance(node, Scan):
             self.add(depth, "scan", f"{node.source.fqn} AS {node.name}", node.rule)
+        elif isinstance(node, LateralFunction):
+            self.add(depth, "lateral function", self.sql(node.lateral), node.rule)
+        elif isinstance(node, LateralSubquery):
+            self.add(depth, "lateral subquery", f"AS {node.name}", node.rule)
+            self.recomputed.append(
+                f"LATERAL subquery {node.name}: re-evaluated at both snapshots for the rows"
+                " whose correlation keys the changes touch (every row without an equality)"
+            )
         elif isinstance(node, Derived):
             self.add(depth, "derived table", f"AS {node.name}", node.rule)
             self.node(node.query, depth + 1)
@@ -311,7 +321,12 @@ class _Walk:
                 f" {kind.upper()} JOIN {name}" for kind, name in zip(kinds, names[1:], strict=False)
             )
             self.add(depth, "join", chain, node.rule)
-            outer = [k for k in kinds if k in ("left", "right", "full")]
+            lateral = (LateralFunction, LateralSubquery)
+            outer = [
+                k
+                for k, leaf in zip(kinds, node.leaves[1:], strict=True)
+                if k in ("left", "right", "full") and not isinstance(leaf, lateral)
+            ]
             if outer:
                 self.recomputed.append(
                     f"{', '.join(k.upper() for k in outer)} JOIN: the NULL-extended rows of the"

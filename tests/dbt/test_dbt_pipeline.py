@@ -155,11 +155,11 @@ def test_recreated_upstream_table_model_triggers_a_rebuild(shop: Shop) -> None:
 
 
 def test_unsupported_sql_fails_or_falls_back_to_recomputation(shop: Shop) -> None:
-    # A row per order and copy (unnest, a table function: not maintained).
+    # A row per order and copy (unnest, a table function, RIGHT joined: not maintained).
     sql = (
         "select o.order_id, s.copy\n"
         "from {{ ref('stg_orders') }} as o\n"
-        "cross join unnest([1, 2]) as s(copy)\n"
+        "right join unnest([1, 2]) as s(copy) on true\n"
     )
     write(
         shop, "models/other/order_days.sql", "{{ config(materialized='incremental_ivm') }}\n" + sql
@@ -168,7 +168,7 @@ def test_unsupported_sql_fails_or_falls_back_to_recomputation(shop: Shop) -> Non
     assert not failed.success
     status, message, _ = failed.nodes["order_days"]
     assert status == "error"
-    assert "model order_days" in message and "table_function at line 4" in message
+    assert "model order_days" in message and "lateral_join at line 4" in message
     assert "models/other/order_days.sql" in message
     write(
         shop,
@@ -177,7 +177,7 @@ def test_unsupported_sql_fails_or_falls_back_to_recomputation(shop: Shop) -> Non
     )
     ran = shop.dbt("run", "--select", "order_days")
     assert ran.success
-    assert ran.nodes["order_days"][1].startswith("recomputed (table_function at line 4")
+    assert ran.nodes["order_days"][1].startswith("recomputed (lateral_join at line 4")
     assert any("recomputed on every run" in line for line in ran.log)
     shop.apply_changes(6)
     again = shop.dbt("build", "--select", "order_days")

@@ -246,17 +246,19 @@ def test_full_refresh_replaces_the_table(shop) -> None:
 
 
 def test_unsupported_sql_names_model_construct_and_line(shop) -> None:
-    sql = "select\n  id,\n  n\nfrom dl.main.orders, unnest([1, 2, 3]) as r(n)"
-    raw = "select\n  id,\n  n\nfrom {{ ref('orders') }}, unnest([1, 2, 3]) as r(n)"
+    sql = "select\n  id,\n  n\nfrom dl.main.orders right join unnest([1, 2, 3]) as r(n) on true"
+    raw = (
+        "select\n  id,\n  n\nfrom {{ ref('orders') }} right join unnest([1, 2, 3]) as r(n) on true"
+    )
     with pytest.raises(ModelError) as error:
         materialize(shop, request(sql, raw_sql=raw, path="models/totals.sql"))
     assert "model totals" in str(error.value)
-    assert "table_function at line 4 of models/totals.sql" in str(error.value)
+    assert "lateral_join at line 4 of models/totals.sql" in str(error.value)
     assert "ivm_on_unsupported='full_refresh'" in str(error.value)
 
 
 def test_unsupported_sql_can_fall_back_to_recomputation(shop) -> None:
-    sql = "select id, n from dl.main.orders, unnest([0]) as r(n)"
+    sql = "select id, n from dl.main.orders right join unnest([0]) as r(n) on true"
     fallback = request(sql, on_unsupported="full_refresh")
     outcome = materialize(shop, fallback)
     assert outcome.action == "recomputed" and outcome.rows == 3 and outcome.warnings

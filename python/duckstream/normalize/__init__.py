@@ -31,6 +31,8 @@ from duckstream.normalize.expand_grouping_sets import expand_grouping_sets
 from duckstream.normalize.factor_disjunctions import factor_disjunctions
 from duckstream.normalize.inline_ctes import inline_ctes
 from duckstream.normalize.isolate_windows import isolate_windows
+from duckstream.normalize.lateral_functions import lateral_functions
+from duckstream.normalize.lateral_subqueries import lateral_subqueries
 from duckstream.normalize.pin_clock import pin_clock
 from duckstream.normalize.qualify_view import qualify_view
 from duckstream.normalize.rewrite_distinct_on import rewrite_distinct_on
@@ -71,6 +73,7 @@ RECOMPUTE_RULES: tuple[Rule, ...] = (
     validate_view,
     inline_ctes,
     constant_relations,  # VALUES and series named: qualify_view then knows their columns
+    lateral_functions,  # table functions over a row's columns as LATERAL joins, columns named
     drop_order,
     rewrite_filtered_aggregates,
     # a derived table and a WHERE, its names left for qualify_view to resolve as in QUALIFY
@@ -80,6 +83,7 @@ RECOMPUTE_RULES: tuple[Rule, ...] = (
     validate_qualified,
     rewrite_distinct_on,  # after validation: these introduce _ivm_ names
     rewrite_top_k,
+    lateral_subqueries,  # a LATERAL subquery's LIMIT stays (re-evaluated per row): ties broken
     # after the top-k: its ORDER BY / LIMIT apply to the union of the grouping sets
     expand_grouping_sets,
 )

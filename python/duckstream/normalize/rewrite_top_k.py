@@ -39,7 +39,7 @@ def rewrite_top_k(expression: exp.Expr) -> exp.Expr:
     limited = [
         q
         for q in expression.find_all(exp.Select, exp.SetOperation)
-        if q.args.get("limit") or q.args.get("offset")
+        if (q.args.get("limit") or q.args.get("offset")) and not _lateral(q)
     ]
     return rewrite_innermost_first(expression, limited, _rewrite)
 
@@ -81,6 +81,12 @@ def _rewrite(query: exp.Select | exp.SetOperation) -> exp.Query:
         for n in output_names(body)
     ]
     return exp.select(*items).from_(aliased(numbered, TOP)).where(exp.and_(*kept))
+
+
+def _lateral(query: exp.Expr) -> bool:
+    """Whether ``query`` is a LATERAL subquery's: re-evaluated per row as written
+    (``tree.lateral_subquery``), its ties broken by ``normalize.lateral_subqueries``."""
+    return isinstance(query.parent, exp.Subquery) and isinstance(query.parent.parent, exp.Lateral)
 
 
 def _correlated(query: exp.Expr) -> bool:

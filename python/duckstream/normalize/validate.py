@@ -11,6 +11,7 @@ from sqlglot import exp
 from duckstream.errors import UnsupportedSQLError
 from duckstream.expressions import NONDETERMINISTIC, NONDETERMINISTIC_NODES
 from duckstream.normalize.constant_relations import is_constant_relation
+from duckstream.normalize.lateral_functions import lateral_function
 
 
 def _where(node: exp.Expr) -> str:
@@ -49,24 +50,77 @@ def _check(node: exp.Expr, *, has_schema: bool, after_qualify: bool) -> None:
         raise _fail("reserved_name", node, "names starting with _ivm_ are reserved for duckstream")
     if isinstance(node, exp.Table) and node.args.get("when"):
         raise _fail("time_travel", node, "time travel on a source cannot be maintained")
-    if isinstance(node, exp.Lateral | exp.Unnest):
+    if isinstance(node, exp.Join) and _lateral_item(node.this):
+        _check_lateral(node)
+    inside = isinstance(node.parent, exp.Lateral) and _lateral_item(node.parent)
+    if isinstance(node, exp.Lateral | exp.Unnest) and not (_lateral_item(node) or inside):
+        if isinstance(node, exp.Unnest) and isinstance(node.parent, exp.From):
+            raise _fail("table_function", node, "unnest must follow the relation it reads")
         raise _fail("table_function", node, FROM_ITEMS)
     if isinstance(node, exp.Values) and not is_constant_relation(node):
         raise _fail("table_function", node, "a VALUES list must hold constants")
     function = isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier)
-    if function and not is_constant_relation(node):
+    if function and not is_constant_relation(node) and not _lateral_item(node):
         raise _fail("table_function", node, FROM_ITEMS)
 
 
 FROM_ITEMS = (
-    "only tables, subqueries, VALUES lists and range / generate_series with constant"
-    " arguments may stand in FROM"
+    "only tables, subqueries, VALUES lists, range / generate_series with constant"
+    " arguments and, after the relations they read, unnest / range / generate_series over"
+    " their columns may stand in FROM"
 )
+
+
+def _lateral_item(node: exp.Expr) -> bool:
+    """Whether ``node`` is a table function over a row's columns that
+    ``normalize.lateral_functions`` spells as a LATERAL join: a join's item (not first in
+    FROM) or Spark's ``LATERAL VIEW``."""
+    placed = isinstance(node.parent, exp.Join) or (
+        isinstance(node, exp.Lateral) and node.arg_key == "laterals"
+    )
+    function = lateral_function(node) is not None and not is_constant_relation(node)
+    return placed and (function or lateral_subquery(node))
+
+
+def lateral_subquery(node: exp.Expr) -> bool:
+    """Whether ``node`` is ``LATERAL (SELECT ...) AS alias`` (a join's item)."""
+    return (
+        isinstance(node, exp.Lateral)
+        and isinstance(node.parent, exp.Join)
+        and isinstance(node.this, exp.Subquery)
+        and isinstance(node.this.this, exp.Select)
+    )
+
+
+def _check_lateral(join: exp.Join) -> None:
+    """A lateral function joins as CROSS / comma, or LEFT / inner with ON TRUE."""
+    item = join.this
+    side, on = (join.side or "").upper(), join.args.get("on")
+    true_on = on is None or (isinstance(on, exp.Boolean) and on.this is True)
+    if side in ("RIGHT", "FULL") or join.args.get("using") or not true_on:
+        raise _fail(
+            "lateral_join",
+            join,
+            "a table function or LATERAL subquery joins as CROSS JOIN, a comma, or LEFT JOIN"
+            " ... ON TRUE (filter its rows in WHERE)",
+        )
+    if lateral_subquery(item):
+        if not item.alias:
+            raise _fail("derived_table", item, "a LATERAL subquery needs an alias")
+        return
+    function = lateral_function(item)
+    if isinstance(function, exp.Unnest) and len(function.expressions) != 1:
+        raise _fail("table_function", item, "unnest of one list only (no zip, no recursive :=)")
+    offset = function.args.get("offset") if isinstance(function, exp.Unnest) else None
+    if offset not in (None, False) and not isinstance(offset, exp.Identifier):
+        raise _fail(
+            "table_function", item, "WITH ORDINALITY needs the column names (AS u(value, n))"
+        )
 
 
 def check_subqueries(expression: exp.Expr) -> None:
     """Refuse the subqueries outside FROM that ``decorrelate_subqueries`` left in place."""
-    in_from = exp.From | exp.Join | exp.Subquery | exp.SetOperation
+    in_from = exp.From | exp.Join | exp.Subquery | exp.SetOperation | exp.Lateral
     for node in expression.walk():
         if isinstance(node, exp.Exists):
             raise _fail(
@@ -100,7 +154,7 @@ def _in_from(query: exp.Expr) -> bool:
     node = query
     while isinstance(node.parent, exp.Subquery | exp.SetOperation):
         node = node.parent
-    return node.parent is None or isinstance(node.parent, exp.From | exp.Join)
+    return node.parent is None or isinstance(node.parent, exp.From | exp.Join | exp.Lateral)
 
 
 def _check_set_operation(node: exp.SetOperation) -> None:
@@ -117,6 +171,17 @@ def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) 
             "no_source",
             select,
             "a SELECT without FROM may not read a table in a subquery (add the FROM)",
+        )
+    generators = [i for i in select.expressions if i.find(exp.Explode, exp.Unnest)]
+    grouped = select.args.get("group") or any(
+        i.find(exp.AggFunc, exp.Window) for i in select.expressions
+    )
+    if generators and grouped:
+        raise _fail(
+            "table_function",
+            generators[0],
+            "unnest in the select list of a grouped SELECT or beside a window function (it"
+            " runs after them): unnest in FROM, or group in an outer query",
         )
     joins = select.args.get("joins") or []
     _check_outer_joins(joins)

@@ -90,6 +90,8 @@ def sql_literal(value: Any) -> str:
         return repr(value) if math.isfinite(value) else f"'{value}'::DOUBLE"
     if isinstance(value, datetime.date):
         return f"DATE '{value.isoformat()}'"
+    if isinstance(value, list | tuple):  # a LIST column's value
+        return "[" + ", ".join(sql_literal(v) for v in value) + "]"
     return "'" + str(value).replace("'", "''") + "'"
 
 
@@ -110,6 +112,8 @@ def normalize_value(value: Any) -> Any:
         return float(f"{float(value):.9g}") if value != value.to_integral_value() else int(value)
     if isinstance(value, int):
         return value
+    if isinstance(value, list):  # a LIST column: hashable, its elements compared as above
+        return tuple(normalize_value(v) for v in value)
     if isinstance(value, str) and UNORDERED_SEPARATOR in value:
         # string_agg(x, '|') without ORDER BY: the order of its pieces is arbitrary
         return UNORDERED_SEPARATOR.join(sorted(value.split(UNORDERED_SEPARATOR)))

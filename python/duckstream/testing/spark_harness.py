@@ -66,6 +66,13 @@ def spark_ident(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql("spark")
 
 
+def spark_literal(value: Any) -> str:
+    """A value as a Spark SQL literal: a list as ``array(...)`` (Spark reads no ``[...]``)."""
+    if isinstance(value, list | tuple):
+        return "array(" + ", ".join(spark_literal(v) for v in value) + ")"
+    return sql_literal(value)
+
+
 def spark_type(type_: str) -> str:
     return exp.DataType.build(type_, dialect="duckdb").sql("spark")
 
@@ -107,7 +114,7 @@ class SparkHarness:
             values = ", ".join(
                 "("
                 + ", ".join(
-                    f"CAST({sql_literal(v)} AS {t})" for v, t in zip(row, types, strict=True)
+                    f"CAST({spark_literal(v)} AS {t})" for v, t in zip(row, types, strict=True)
                 )
                 + ")"
                 for row in change.rows

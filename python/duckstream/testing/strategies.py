@@ -464,6 +464,7 @@ CONSTRUCTS = [
     "top_k",  # ORDER BY ... LIMIT / OFFSET and DISTINCT ON, ties included, at any depth
     "shadowed_names",  # select aliases named like input columns, read in WHERE/GROUP BY/HAVING
     "constants",  # VALUES, range / generate_series, FROM-less SELECTs: unioned, joined, grouped
+    "lateral",  # unnest / range / generate_series over a row's columns; LATERAL subqueries
 ]
 OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
 
@@ -754,6 +755,8 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         return draw(shadowed_name_views(tables_, portable))
     if construct == "constants":
         return draw(constant_views(tables_, portable))
+    if construct == "lateral":
+        return draw(lateral_views(tables_, portable))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -1486,3 +1489,89 @@ def constant_views(draw, tables_: list[TableSpec], portable: bool = False) -> st
     aggregates = ["count(*) AS c", f"count({key}) AS ck", f"min(a.{other}) AS lo"]
     picked = ", ".join(draw(st.lists(st.sampled_from(aggregates), min_size=1, unique=True)))
     return f"SELECT s.n, {picked} FROM {from_} GROUP BY s.n"
+
+
+LIST_ELEMENTS = ["{k}", "{k}", "{k} * 2", "1", "NULL", "-{k}"]
+
+
+@st.composite
+def row_list(draw, key: str) -> str:
+    """A list built from a row's integer key ``key``: duplicate and NULL elements, and
+    (through a CASE) empty and NULL lists for some rows."""
+    elements = draw(st.lists(st.sampled_from(LIST_ELEMENTS), min_size=1, max_size=4))
+    listed = "[" + ", ".join(e.format(k=key) for e in elements) + "]"
+    if draw(st.booleans()):
+        return listed
+    return f"CASE WHEN {key} > 0 THEN {listed} WHEN {key} = 0 THEN CAST([] AS INTEGER[]) END"
+
+
+@st.composite
+def lateral_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
+    """A view with a table function over a row's columns or a LATERAL subquery: ``unnest``
+    of a list built from the row (:func:`row_list`), ``range`` / ``generate_series`` between
+    bounds from the row (NULL, reversed or empty for some rows), comma / CROSS JOIN LATERAL /
+    LEFT JOIN LATERAL ... ON TRUE, projected, grouped by the element or by the row, filtered,
+    joined to the second table after; or a LATERAL subquery over the second table correlated
+    by an equality or an inequality, aggregating or (not ``portable``: Spark 3.5 cannot
+    correlate one) choosing rows with ORDER BY ... LIMIT."""
+    t0 = draw(table_relation(tables_[0], "a"))
+    key = f"a.{t0.columns[0][0]}"
+    other, _ = draw(st.sampled_from(t0.columns))
+    kind = draw(st.sampled_from(["unnest", "unnest", "series", "subquery"]))
+    if kind == "subquery" and len(tables_) > 1:
+        t1 = draw(table_relation(tables_[-1], "b"))
+        inner = f"b.{t1.columns[0][0]}"
+        value, _ = draw(st.sampled_from(t1.columns))
+        correlation = draw(st.sampled_from([f"{inner} = {key}", f"{inner} > {key}"]))
+        body = draw(
+            st.sampled_from(
+                [
+                    f"SELECT {inner} AS y, b.{value} AS z FROM {t1.source} WHERE {correlation}",
+                    f"SELECT count(*) AS y, max({inner}) AS z FROM {t1.source} WHERE {correlation}",
+                    *(
+                        []
+                        if portable
+                        else [
+                            f"SELECT {inner} AS y, b.{value} AS z FROM {t1.source} WHERE"
+                            f" {correlation} ORDER BY b.{value} DESC LIMIT"
+                            f" {draw(st.integers(1, 2))}"
+                        ]
+                    ),
+                ]
+            )
+        )
+        join = draw(st.sampled_from([", LATERAL", "CROSS JOIN LATERAL", "LEFT JOIN LATERAL"]))
+        on = " ON TRUE" if join.startswith("LEFT") else ""
+        from_ = f"{t0.source} {join} ({body}) AS l{on}"
+        if draw(st.booleans()):
+            return f"SELECT {key} AS k, a.{other} AS x, l.y, l.z FROM {from_}"
+        return f"SELECT l.y, count(*) AS n, count({key}) AS ck FROM {from_} GROUP BY l.y"
+    if kind == "series":
+        low = draw(st.sampled_from([key, "0", f"{key} - 1"]))
+        high = draw(st.sampled_from([f"{key} + 2", "2", key]))
+        step = draw(st.sampled_from([1, 1, 2, -1]))
+        if step < 0:
+            low, high = high, low
+        function = draw(st.sampled_from(["range", "generate_series"]))
+        call = f"{function}({low}, {high}, {step}) AS u(x)"
+    else:
+        call = f"unnest({draw(row_list(key))}) AS u(x)"
+    join = draw(st.sampled_from([",", "CROSS JOIN LATERAL", "LEFT JOIN LATERAL"]))
+    then = draw(st.sampled_from(["JOIN", "LEFT JOIN"])) if len(tables_) > 1 else None
+    if join == "," and then == "LEFT JOIN":
+        join = "CROSS JOIN LATERAL"  # a comma before an outer join is refused (validate)
+    on = " ON TRUE" if join.startswith("LEFT") else ""
+    from_ = f"{t0.source}{'' if join == ',' else ' '}{join} {call}{on}"
+    if then is not None and draw(st.booleans()):
+        t1 = draw(table_relation(tables_[-1], "b"))
+        from_ += f" {then} {t1.source} ON b.{t1.columns[0][0]} = u.x"
+        other = f"b.{t1.columns[-1][0]}"
+    else:
+        other = f"a.{other}"
+    where = " WHERE u.x IS NULL OR u.x <> 1" if draw(st.booleans()) else ""
+    shape = draw(st.sampled_from(["project", "by_element", "by_row"]))
+    if shape == "project":
+        return f"SELECT {key} AS k, u.x, {other} AS y FROM {from_}{where}"
+    if shape == "by_element":
+        return f"SELECT u.x, count(*) AS n, count({other}) AS c FROM {from_}{where} GROUP BY u.x"
+    return f"SELECT {key} AS k, count(u.x) AS n, sum(u.x) AS s FROM {from_}{where} GROUP BY {key}"

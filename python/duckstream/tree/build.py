@@ -28,6 +28,8 @@ from duckstream.tree.distinct import Distinct
 from duckstream.tree.filter import Filter
 from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
+from duckstream.tree.lateral_function import LateralFunction
+from duckstream.tree.lateral_subquery import LateralSubquery
 from duckstream.tree.project import Project
 from duckstream.tree.recursive import RecursiveCTE, SelfReference
 from duckstream.tree.scan import Scan
@@ -81,6 +83,16 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
         ):
             ctx.features.add("constant_relation")
             leaves.append(ConstantLeaf(node.copy()))
+        elif isinstance(node, exp.Lateral) and not isinstance(node.this, exp.Subquery):
+            ctx.features.add("lateral_function")
+            leaves.append(LateralFunction(node.copy()))
+        elif isinstance(node, exp.Lateral):
+            ctx.features.add("lateral_subquery")
+            tables = [
+                resolve(t) for t in node.find_all(exp.Table) if isinstance(t.this, exp.Identifier)
+            ]
+            outer = frozenset(leaf.name for leaf in leaves)
+            leaves.append(LateralSubquery(node.copy(), tables, outer))
         elif isinstance(node, exp.Table):
             alias = alias or exp.TableAlias(this=exp.to_identifier(node.name))
             leaves.append(Scan(resolve(node), alias))

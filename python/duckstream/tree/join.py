@@ -59,6 +59,7 @@ from duckstream.tree.base import (
     union_all,
     uses_key_semijoins,
 )
+from duckstream.tree.lateral_subquery import LateralSubquery
 from duckstream.tree.scan import Scan
 
 INNER, LEFT, RIGHT, FULL = "inner", "left", "right", "full"
@@ -276,7 +277,10 @@ class Join(Block):
                 p.extend(leaf.state(ctx, Version.OLD), LEFT if op in (LEFT, FULL) else INNER)
                 for p in parts
             ]
-            if leaf.sources():
+            if isinstance(leaf, LateralSubquery):
+                if leaf.sources():  # one that reads no table never changes
+                    extended += self._reevaluated(ctx, leaf, new_j, op)
+            elif leaf.sources():
                 kind = RIGHT if op in (RIGHT, FULL) else INNER
                 extended.append(self._delta(ctx, new_j, leaf, kind))
                 if op in (LEFT, FULL) and k != covered_left:
@@ -285,6 +289,31 @@ class Join(Block):
                 extended += self._unmatched_right(ctx, k, parts)
             parts = extended
         return parts
+
+    def _reevaluated(
+        self, ctx: Context, leaf: LateralSubquery, new_j: _Part, op: str
+    ) -> list[_Part]:
+        """``J_new[affected] op Q(U_new) - J_new[affected] op Q(U_old)`` for a lateral
+        subquery ``Q`` (``tree.lateral_subquery``), ``op`` its join (inner or LEFT)."""
+        affected = leaf.affected(ctx)
+        where, keys = (affected[0],) if affected else (), affected[1] if affected else None
+        if affected and uses_key_semijoins():
+            # into the outer relation's state too: DuckDB 1.5.5 otherwise evaluates the
+            # subquery for every row of J before the WHERE drops the unaffected ones
+            relations = tuple(r.copy() for r in new_j.relations)
+            for relation in relations:
+                push_key_filter(relation, affected[0])
+            new_j = replace(new_j, relations=relations)
+        return [
+            new_j.extend(
+                leaf.state(ctx, version, keys),
+                op,
+                where=where,
+                mult=_constant(sign),
+                guards=(self._changed(ctx, [leaf]),),
+            )
+            for version, sign in ((Version.NEW, 1), (Version.OLD, -1))
+        ]
 
     def _unmatched_left(self, ctx: Context, k: int, new_j: _Part) -> list[_Part]:
         """``L(J_new, R_new) - L(J_new, R_old)`` for the rows of J_new with a partner key

@@ -4,7 +4,8 @@
   (``Größe``) is rendered in backticks, however it was spelled in the view. So is a name
   that is a keyword (``select``): Spark's own parser often takes it bare, but the SQL must
   also parse back (the runner reads the plan's statements with sqlglot).
-- A series in FROM (``GenerateSeries``) is Spark's ``range`` (:mod:`.series`).
+- A series in FROM (``GenerateSeries``) is Spark's ``range`` (:mod:`.series`); a table
+  function over a row's columns (``LATERAL unnest(...)``) an ``EXPLODE`` (:mod:`.lateral`).
 - ``ROW_NUMBER() OVER ()`` is an error in Spark ("requires window to be ordered"); the sinks
   number rows where any order will do, so such windows are rendered ``ORDER BY NULL``.
 - Run-time values are written ``${duckstream.<view>.<name>}``: Spark's own variable
@@ -24,6 +25,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 
 from duckstream.connection import literal
+from duckstream.engines.iceberg.lateral import explode_laterals
 from duckstream.engines.iceberg.series import spark_range
 from duckstream.expressions import RaiseError
 
@@ -31,6 +33,9 @@ PREFIX = "duckstream"
 
 
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+_SELECT = SparkGenerator.TRANSFORMS[exp.Select]
 
 
 class IcebergSpark(Spark):
@@ -41,6 +46,10 @@ class IcebergSpark(Spark):
             # without sqlglot's series rewrite of tables (table_sql below renders them)
             **{k: v for k, v in SparkGenerator.TRANSFORMS.items() if k is not exp.Table},
             RaiseError: lambda self, e: self.func("RAISE_ERROR", e.this),
+            # a table function over a row's columns (normalize.lateral_functions) as an
+            # EXPLODE (lateral.py) before sqlglot's rewrites: its unnest_to_explode would
+            # make a LATERAL VIEW of it, and drop a LEFT join's side
+            exp.Select: lambda self, e: _SELECT(self, explode_laterals(e)),
         }
 
         # Every word of sqlglot's Spark keywords: ``order`` is only in ``ORDER BY``.

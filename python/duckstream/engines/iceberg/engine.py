@@ -55,6 +55,7 @@ from duckstream.engines.iceberg.dialect import (
     quoted,
     variable,
 )
+from duckstream.engines.iceberg.lateral import check_lateral
 from duckstream.engines.iceberg.series import check_series
 from duckstream.engines.iceberg.unsupported import check_view, check_written
 from duckstream.engines.iceberg.window import (
@@ -162,6 +163,7 @@ class IcebergEngine(Engine):
         check_written(view)
         check_view(select, schema)
         check_series(select)
+        check_lateral(select)
 
     # -- run-time values -------------------------------------------------------------------
     def _key(self, name: str) -> str:

@@ -31,7 +31,11 @@ def check_series(select: exp.Expr) -> None:
     sign is not a literal's."""
     for series in select.find_all(exp.GenerateSeries):
         arguments = [series.args.get(k) for k in ("start", "end", "step")]
-        integral = all(a is None or _integral(a) for a in arguments)
+        if not isinstance(series.parent, exp.Table | exp.Lateral):
+            continue  # an array (Spark's sequence()), not a relation
+        # over a row's columns (``.lateral``) Spark's sequence checks their type itself
+        lateral = isinstance(series.parent, exp.Lateral)
+        integral = lateral or all(a is None or _integral(a) for a in arguments)
         if not integral or _step(series) is None:
             raise UnsupportedSQLError(
                 "spark_unsupported",
@@ -51,6 +55,12 @@ def spark_range(series: exp.GenerateSeries) -> exp.Expr:
         end = exp.Add(this=end, expression=one) if step > 0 else exp.Sub(this=end, expression=one)
     arguments = [series.args["start"].copy(), end, exp.Literal.number(step)]
     return exp.Anonymous(this="RANGE", expressions=arguments)
+
+
+def series_step(series: exp.GenerateSeries) -> int | None:
+    """The series' step as an integer (1 when none is given), or ``None`` when it is not a
+    literal (or is 0)."""
+    return _step(series)
 
 
 def _step(series: exp.GenerateSeries) -> int | None:
