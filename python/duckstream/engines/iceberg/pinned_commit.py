@@ -20,8 +20,9 @@ compare-and-swap. The statement writes into a branch of the view made at ``V``, 
 own (nothing else writes it, so the delta applies to exactly the state it was computed
 against); then ``main`` moves to the branch's new snapshot in one metadata commit, built from
 the metadata just read and only if ``main`` is still at ``V``, that the catalog accepts only
-over that same metadata (no retry). Otherwise the refresh raises ``RefreshConflict`` and the
-view is as the other refresh left it; the branch is dropped either way. A fill (the whole
+over that same metadata (no retry), which also drops the branch. Otherwise the refresh raises
+``RefreshConflict`` and the view is as the other refresh left it; the branch is dropped then
+too. A fill (the whole
 table replaced with its cursors) needs none of this: whatever came first, it leaves a view
 consistent with its own cursors. By hand, the same is::
 
@@ -84,26 +85,33 @@ def pinned_commit(spark: SparkSession, view: str, pinned: int | None) -> Generat
     table = java_table(spark, view)
     branch = f"{BRANCH_PREFIX}{uuid.uuid4().hex[:12]}"
     table.manageSnapshots().createBranch(branch, pinned).commit()
+    moved = False
     try:
         yield branch
-        fast_forward(spark, table, view, branch, pinned)
+        moved = fast_forward(spark, table, view, branch, pinned)
     finally:
-        try:
-            table.refresh()
-            table.manageSnapshots().removeBranch(branch).commit()
-        except Exception as error:  # noqa: BLE001 - a leftover branch changes no row
-            warnings.warn(
-                f"duckstream: could not drop branch {branch} of {view} ({error});"
-                f" drop it with ALTER TABLE {view} DROP BRANCH {branch}",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+        if not moved:  # the move drops it
+            _drop(table, view, branch)
 
 
-def fast_forward(spark: SparkSession, table: Any, view: str, branch: str, pinned: int) -> None:
-    """Move ``table``'s ``main`` to ``branch``'s snapshot in one catalog commit, if ``main`` is
-    at ``pinned`` in the metadata the commit is built from (a catalog commit only succeeds
-    over the metadata it was built from: a concurrent commit makes it fail, never retry)."""
+def _drop(table: Any, view: str, branch: str) -> None:
+    try:
+        table.refresh()
+        table.manageSnapshots().removeBranch(branch).commit()
+    except Exception as error:  # noqa: BLE001 - a leftover branch changes no row
+        warnings.warn(
+            f"duckstream: could not drop branch {branch} of {view} ({error});"
+            f" drop it with ALTER TABLE {view} DROP BRANCH {branch}",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
+def fast_forward(spark: SparkSession, table: Any, view: str, branch: str, pinned: int) -> bool:
+    """Move ``table``'s ``main`` to ``branch``'s snapshot and drop ``branch``, in one catalog
+    commit, if ``main`` is at ``pinned`` in the metadata the commit is built from (a catalog
+    commit only succeeds over the metadata it was built from: a concurrent commit makes it
+    fail, never retry). True once done."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     iceberg = jvm.org.apache.iceberg
@@ -121,9 +129,10 @@ def fast_forward(spark: SparkSession, table: Any, view: str, branch: str, pinned
     moved = iceberg.SnapshotRef.builderFrom(main, head).build()
     updated = iceberg.TableMetadata.buildFrom(base).setRef(iceberg.SnapshotRef.MAIN_BRANCH, moved)
     try:
-        operations.commit(base, updated.build())
+        operations.commit(base, updated.removeRef(branch).build())
     except Exception as error:
         if "CommitFailedException" not in str(error):
             raise  # CommitStateUnknownException among them: not known to be rolled back
         raise RefreshConflict(view, error, "Iceberg") from error
     table.refresh()
+    return True
