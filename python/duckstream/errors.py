@@ -35,3 +35,18 @@ class RebuildRequired(DuckstreamError):
     def __init__(self, reason: str) -> None:
         self.reason = reason.removeprefix(self.PREFIX)
         super().__init__(self.PREFIX + self.reason)
+
+
+class RefreshConflict(DuckstreamError):
+    """A refresh (or rebuild) of a view could not commit: another commit to the view came
+    first since it began, as another process's refresh of the same view does. Nothing of it
+    was applied; the next refresh catches up from the cursors that other commit recorded.
+    ``view`` names the view; ``engine`` (``DuckLake``, ``Iceberg``) said ``error``."""
+
+    def __init__(self, view: str, error: Exception | str, engine: str = "DuckLake") -> None:
+        self.view = view
+        super().__init__(
+            f"duckstream: the refresh of {view} conflicted with another commit to it (another"
+            " refresh of the same view committed first) and was rolled back: nothing of it was"
+            f" applied, the next refresh catches up. {engine} said: {error}"
+        )

@@ -9,10 +9,14 @@ a DuckDB plan (:mod:`duckstream.engines.ducklake.runner`) and a Spark session fo
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from duckstream.errors import RefreshConflict
 from duckstream.plan import IVMPlan
 from duckstream.refresh import Policy, RefreshReport
+
+logger = logging.getLogger("duckstream")
 
 
 def setup(con: Any, plan: IVMPlan) -> Any:
@@ -27,7 +31,11 @@ def setup(con: Any, plan: IVMPlan) -> Any:
 
 
 def refresh(
-    con: Any, plan: IVMPlan, strategy: str = "auto", policy: Policy | None = None
+    con: Any,
+    plan: IVMPlan,
+    strategy: str = "auto",
+    policy: Policy | None = None,
+    conflict_retries: int = 0,
 ) -> RefreshReport:
     """Apply every change committed to the sources since the last refresh (one transaction on
     DuckLake, one commit of the view on Iceberg) and report what ran and why.
@@ -35,7 +43,25 @@ def refresh(
     ``strategy``: ``"auto"`` (the default) estimates the change from the catalog's metadata
     and runs whichever is cheaper, falling back to a rebuild when maintenance is impossible;
     ``"incremental"`` runs ``maintain`` (errors such as ``rebuild required`` propagate);
-    ``"full"`` rebuilds the table and its cursors atomically (``initialize_cursors``)."""
+    ``"full"`` rebuilds the table and its cursors atomically (``initialize_cursors``).
+
+    ``conflict_retries``: how many times a refresh that lost the race to another refresh of
+    the same view (:class:`~duckstream.errors.RefreshConflict`) starts over, logged each time;
+    then the conflict is raised. Starting over is safe: the lost refresh applied nothing, and
+    the new one reads the cursors the winner committed."""
+    for attempt in range(conflict_retries + 1):
+        try:
+            return _refresh(con, plan, strategy, policy)
+        except RefreshConflict as conflict:
+            if attempt == conflict_retries:
+                raise
+            logger.warning(
+                "%s; starting over (retry %d of %d)", conflict, attempt + 1, conflict_retries
+            )
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _refresh(con: Any, plan: IVMPlan, strategy: str, policy: Policy | None) -> RefreshReport:
     if plan.dialect == "spark":
         from duckstream.engines.iceberg import runner as iceberg
 

@@ -98,11 +98,11 @@ def refresh_views(
     """A second refresher process: refresh each view of ``views`` (``compile_ivm`` keyword
     arguments, ``view_sql`` among them) with ``strategy``, round after round, until the file
     ``stop`` exists; a refresh that conflicts with another process's refresh of the same view
-    (:class:`~duckstream.engines.ducklake.runner.RefreshConflict`) is counted and left to
+    (:class:`~duckstream.errors.RefreshConflict`) is counted and left to
     the next round; one that cannot be incremental (:class:`RebuildRequired`) is rebuilt,
     as ``auto`` does."""
     from duckstream.compiler import compile_ivm
-    from duckstream.engines.ducklake.runner import RefreshConflict
+    from duckstream.errors import RefreshConflict
     from duckstream.runtime import refresh
     from duckstream.testing.ducklake import connect_ducklake
 

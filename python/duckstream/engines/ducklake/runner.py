@@ -64,7 +64,7 @@ from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.engine import render
 from duckstream.engines.ducklake.estimate import estimate
-from duckstream.errors import DuckstreamError, RebuildRequired
+from duckstream.errors import DuckstreamError, RebuildRequired, RefreshConflict
 from duckstream.history import FIRST_BUILD, Entry, phase_list
 from duckstream.plan import (
     Applied,
@@ -98,21 +98,6 @@ logger = logging.getLogger("duckstream")
 
 class TransactionOpen(DuckstreamError):
     """The caller has a transaction open on the connection: duckstream will not run in it."""
-
-
-class RefreshConflict(DuckstreamError):
-    """A refresh (or rebuild) of a view could not commit: another commit to the view's
-    tables came first since it began, as another process's refresh of the same view does.
-    Nothing of it was applied (its transaction is rolled back); the next refresh catches up
-    from the cursors that other commit recorded."""
-
-    def __init__(self, view: str, error: Exception) -> None:
-        self.view = view
-        super().__init__(
-            f"duckstream: the refresh of {view} conflicted with another commit to it (another"
-            " refresh of the same view committed first) and was rolled back: nothing of it was"
-            f" applied, the next refresh catches up. DuckLake said: {error}"
-        )
 
 
 # DuckDB's own functions named in full (``system.main``) in the statements a refresh runs

@@ -45,6 +45,7 @@ from duckstream.engines.iceberg.decimals import Decimal, running_total_scale
 from duckstream.engines.iceberg.dialect import DIALECT, quoted
 from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION, render, value_query
 from duckstream.engines.iceberg.estimate import choose, estimate_window
+from duckstream.engines.iceberg.pinned_commit import into_branch, pinned_commit
 from duckstream.engines.iceberg.session import sql_with_commit_properties
 from duckstream.engines.iceberg.unsupported import AVG_MAX_SCALE, avg_message
 from duckstream.engines.iceberg.window import (
@@ -120,6 +121,7 @@ class Run:
     changes_of: dict[str, str] = field(default_factory=dict)  # changes view -> table
     view: str | None = None  # the view a refresh maintains, and the bytes of its data files
     view_bytes: int = 0
+    pinned_view: int | None = None  # the view's snapshot its cursors were read from
     entry: Callable[[], Entry] | None = None  # the history entry its commit carries
     pending: dict[str, CreateTemp] = field(default_factory=dict)  # temp views not made yet
 
@@ -187,6 +189,7 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         run.changes_of = {s.changes_view: s.table for s in spec.sources}
         view = run.logs[spec.view]
         run.view = spec.view
+        run.pinned_view = view.current
         if view.current is not None:
             run.view_bytes = view.snapshots[view.current].count("total-files-size")
         return True
@@ -216,20 +219,11 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         properties = {k: run.substitute(v) for k, v in step.properties}
         if run.entry is not None:
             properties[ICEBERG_PROPERTY] = run.entry().to_json()
-        if step.appends_only is not None and run.appends_only():
-            insert = run.substitute(step.appends_only)
-            run.create_read(spark, insert)
-            try:
-                sql_with_commit_properties(spark, insert, properties)
-                return True
-            except Exception as error:  # nothing written: the general statement applies it
-                if APPENDS_REMOVE not in str(error):
-                    raise
-        if run.view is not None:  # a refresh's MERGE into the view
-            spark.conf.set(GROUP_FILTER, str(run.view_bytes > SMALL_VIEW_BYTES).lower())
-        statement = run.substitute(step.statement)
-        run.create_read(spark, statement)
-        sql_with_commit_properties(spark, statement, properties)
+        if run.view is None:  # a fill: the whole table replaced, consistent whatever came first
+            _commit(spark, run, step, properties, None)
+        else:  # a refresh: its delta applies to the view as pinned, or not at all
+            with pinned_commit(spark, run.view, run.pinned_view) as branch:
+                _commit(spark, run, step, properties, branch)
     else:
         for statement in render(step):
             statement = run.substitute(statement)
@@ -237,6 +231,31 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
             # a SELECT only runs when collected (checks raise errors)
             spark.sql(statement).collect()
     return True
+
+
+def _commit(
+    spark: SparkSession,
+    run: Run,
+    step: CommitWith,
+    properties: dict[str, str],
+    branch: str | None,
+) -> None:
+    """Run ``step``'s statement (or its ``appends_only`` one) with ``properties``, into the
+    view's ``branch`` when one is given."""
+    if step.appends_only is not None and run.appends_only():
+        insert = into_branch(run.substitute(step.appends_only), branch)
+        run.create_read(spark, insert)
+        try:
+            sql_with_commit_properties(spark, insert, properties)
+            return
+        except Exception as error:  # nothing written: the general statement applies it
+            if APPENDS_REMOVE not in str(error):
+                raise
+    if run.view is not None:  # a refresh's MERGE into the view
+        spark.conf.set(GROUP_FILTER, str(run.view_bytes > SMALL_VIEW_BYTES).lower())
+    statement = into_branch(run.substitute(step.statement), branch)
+    run.create_read(spark, statement)
+    sql_with_commit_properties(spark, statement, properties)
 
 
 def _translated(error: Exception) -> Exception:
