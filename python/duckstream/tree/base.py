@@ -19,10 +19,14 @@ from collections.abc import Callable, Generator, Iterable
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Engine, Source, Version
+
+if TYPE_CHECKING:
+    from duckstream.tree.shared_cte import Shares
 
 _PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -541,6 +545,10 @@ class Context:
     engine: Engine
     features: set[str] = field(default_factory=set)
     counter: int = 0  # numbers the CTEs of nested operators
+    # the CTEs read more than once (:mod:`duckstream.tree.shared_cte`): (mark, body) -> key
+    shared_ctes: dict[tuple[str, str], str] = field(default_factory=dict)
+    # their tables while the refresh's steps are generated (None: every reference inlines)
+    shares: Shares | None = None
 
 
 class Leaf(ABC):

@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from duckstream.engines.base import Source
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
+from duckstream.normalize.inline_ctes import CTE_MARK
 from duckstream.normalize.isolate_windows import has_window
 from duckstream.normalize.pin_clock import clock_kinds
 from duckstream.tree.aggregate import Aggregate
@@ -28,6 +29,7 @@ from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
 from duckstream.tree.project import Project
 from duckstream.tree.scan import Scan
+from duckstream.tree.shared_cte import SharedCte
 from duckstream.tree.temporal_filter import TemporalFilter
 from duckstream.tree.union import UnionAll
 from duckstream.tree.window import Window, partition_keys
@@ -92,7 +94,13 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
                 ctx.features.add("union")
             elif alias.name.startswith("_ivm_sq"):  # normalize.decorrelate_subqueries'
                 ctx.features.add("subquery")
-            leaves.append(Derived(build_relation(node.this, ctx, resolve), alias))
+            relation = build_relation(node.this, ctx, resolve)
+            shared = ctx.shared_ctes.get((node.meta.get(CTE_MARK, ""), node.this.sql()))
+            if shared is not None:  # a CTE read more than once: its delta and states shared
+                ctx.features.add("shared_cte")
+                leaves.append(SharedCte(relation, alias, shared))
+            else:
+                leaves.append(Derived(relation, alias))
         else:
             raise UnsupportedSQLError(
                 "from_item", f"only tables and subqueries may stand in FROM: `{node.sql()}`"
