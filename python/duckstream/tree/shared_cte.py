@@ -12,9 +12,10 @@ key filter a term puts on a reference then filters the table (``SELECT * FROM t 
 
 Only where it pays (:func:`choose`): the compiler first generates the refresh with every part
 read from its table, counts the reads, then generates it again with tables for the parts that
-are read twice or more: the delta always then; a state only when one of its reads is whole
-(no key filter: a ``max()`` over the CTE), since a state read through key filters alone is
-cheaper inlined than computed whole. A table is made only in the refresh windows where a read
+are read twice or more: the delta always then, unless it reads nothing but the change copies
+(a projection of the changes: cheap to compute twice); a state only when one of its reads is
+whole (no key filter: a ``max()`` over the CTE), since a state read through key filters alone
+is cheaper inlined than computed whole. A table is made only in the refresh windows where a read
 of it runs (a guard of the change flags around its reads). The rebuild inlines, as before.
 
 >>> from sqlglot import parse_one
@@ -129,8 +130,16 @@ class Shares:
                 made = query()  # may ask for the tables of the parts it reads: made first
             finally:
                 self.making -= 1
+            if not self._reads_sources(made):  # the changes alone: cheap to compute again
+                self.chosen = self.chosen - {part}
+                return None
             self.made[part] = made
         return self.temp(part)
+
+    def _reads_sources(self, query: exp.Expr) -> bool:
+        """Whether ``query`` scans a source table (a state), not only the change copies."""
+        sources = {(s.catalog, s.schema, s.name) for s in self.engine.sources}
+        return any((t.catalog, t.db, t.name) in sources for t in query.find_all(exp.Table))
 
     def steps(self) -> list[Step]:
         """The steps that make the tables asked for, each under its guard (a false guard lets
