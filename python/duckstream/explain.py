@@ -39,6 +39,7 @@ from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
 from duckstream.tree.project import Project
 from duckstream.tree.scan import Scan
+from duckstream.tree.shared_cte import SharedCte
 from duckstream.tree.union import UnionAll
 from duckstream.tree.window import Window, partition_keys
 
@@ -244,6 +245,9 @@ class _Walk:
     def node(self, node: object, depth: int) -> None:
         if isinstance(node, Scan):
             self.add(depth, "scan", f"{node.source.fqn} AS {node.name}", node.rule)
+        elif isinstance(node, SharedCte):
+            self.add(depth, "CTE read more than once", f"AS {node.name}", node.rule)
+            self.node(node.query, depth + 1)
         elif isinstance(node, Derived):
             self.add(depth, "derived table", f"AS {node.name}", node.rule)
             self.node(node.query, depth + 1)
