@@ -843,7 +843,8 @@ def shared_cte_views(draw, tables_: list[TableSpec], portable: bool = False) -> 
     subquery of its WHERE (a scalar aggregate over the whole CTE, as TPC-H Q15 reads its
     ``max()``, or ``IN`` / ``EXISTS``, correlated or not); or in both branches of a set
     operation, grouped or read as it is. The body is a projection, DISTINCT or aggregate over
-    one table, sometimes joined to the other on their keys."""
+    one table, sometimes joined to the other on their keys, sometimes over another CTE ``b``
+    (read twice too, inside each read of ``c``)."""
     t0, t1 = tables_[0], tables_[-1]
     options = Options(portable=portable)
     kind = draw(st.sampled_from(["project", "distinct", "aggregate"]))
@@ -854,6 +855,12 @@ def shared_cte_views(draw, tables_: list[TableSpec], portable: bool = False) -> 
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         listed = ", ".join(f"{base.alias}.{ref}" for ref, _ in base.columns)
         base = Relation(f"(SELECT {listed} FROM {from_}{where}) AS a", "a", base.columns)
+    inner = ""
+    if draw(st.booleans()):  # c's body reads a CTE b: b's parts made inside c's (nested)
+        kind_b = draw(st.sampled_from(["project", "distinct", "aggregate"]))
+        body_b, columns_b = draw(subquery(base, kind_b, options, "w"))
+        inner = f"b AS ({body_b}), "
+        base = Relation("b", "b", columns_b)
     body, columns = draw(subquery(base, kind, options))
     use = draw(st.sampled_from(["self_join", "subquery", "union"]))
     shape = draw(st.sampled_from(OUTER_SHAPES))
@@ -889,7 +896,7 @@ def shared_cte_views(draw, tables_: list[TableSpec], portable: bool = False) -> 
         operation = draw(st.sampled_from(["UNION ALL", "UNION"]))
         union = f"SELECT {names} FROM c{first} {operation} SELECT {names} FROM c{second}"
         sql, _ = draw(select([Relation(f"({union}) AS u", "u", columns)], shape, options))
-    return f"WITH c AS ({body}) {sql}"
+    return f"WITH {inner}c AS ({body}) {sql}"
 
 
 # -- shadowed names ----------------------------------------------------------------------

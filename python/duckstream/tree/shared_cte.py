@@ -30,7 +30,8 @@ of it runs (a guard of the change flags around its reads). The rebuild inlines, 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -78,20 +79,24 @@ class SharedCte(Derived):
     key: str = ""
 
     def state(self, ctx: Context, version: Version) -> exp.Expr:
-        if ctx.shares is None or version is Version.CURRENT:
+        shares = ctx.shares
+        if shares is None or version is Version.CURRENT:
             return super().state(ctx, version)
         part = f"{self.key}_{version.value}"
-        table = ctx.shares.table(part, lambda: self.query.state(ctx, version))
+        table = shares.table(part, lambda: self.query.state(ctx, version))
         if table is None:
-            return super().state(ctx, version)
+            with shares.nested_reads():
+                return super().state(ctx, version)
         return aliased(exp.select("*").from_(table), self.alias_node)
 
     def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
-        if ctx.shares is None:
+        shares = ctx.shares
+        if shares is None:
             return super().delta(ctx)
-        table = ctx.shares.table(f"{self.key}_delta", lambda: self.query.delta(ctx))
+        table = shares.table(f"{self.key}_delta", lambda: self.query.delta(ctx))
         if table is None:
-            return super().delta(ctx)
+            with shares.nested_reads():
+                return super().delta(ctx)
         return aliased(exp.select("*").from_(table), self.alias_node), mult_column(self.name)
 
 
@@ -108,7 +113,8 @@ class Shares:
     guards: dict[str, exp.Expr | None] = field(default_factory=dict)
     # the parts' queries in an order where a table comes after those its query reads
     made: dict[str, exp.Expr] = field(default_factory=dict)
-    # parts asked for while the query of another part was made: read there under no guard
+    # parts asked for while the query of another part was made (for its table, or inlined):
+    # read there under no guard
     nested: set[str] = field(default_factory=set)
     making: int = 0
 
@@ -125,16 +131,24 @@ class Shares:
         if self.making:
             self.nested.add(part)
         if part not in self.made:
-            self.making += 1
-            try:
+            with self.nested_reads():
                 made = query()  # may ask for the tables of the parts it reads: made first
-            finally:
-                self.making -= 1
             if not self._reads_sources(made):  # the changes alone: cheap to compute again
                 self.chosen = self.chosen - {part}
                 return None
             self.made[part] = made
         return self.temp(part)
+
+    @contextmanager
+    def nested_reads(self) -> Generator[None]:
+        """While the block runs, a table asked for is read inside a part's query (a table's,
+        or an inlined one's): where the reads counted in the first pass were not, so under
+        no guard."""
+        self.making += 1
+        try:
+            yield
+        finally:
+            self.making -= 1
 
     def _reads_sources(self, query: exp.Expr) -> bool:
         """Whether ``query`` scans a source table (a state), not only the change copies."""
