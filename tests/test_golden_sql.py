@@ -68,6 +68,12 @@ VIEWS = {
         "WITH large AS (SELECT customer, amount FROM orders WHERE amount >= 10)"
         " SELECT customer, count(*) AS n FROM large GROUP BY customer"
     ),
+    # a CTE read twice (TPC-H Q15's shape): on DuckDB its delta and its old state (read whole
+    # by max()) are made once, into temporary tables both reads use; Spark inlines it
+    "shared_cte": (
+        "WITH totals AS (SELECT customer, sum(amount) AS total FROM orders GROUP BY customer)"
+        " SELECT customer, total FROM totals WHERE total = (SELECT max(total) FROM totals)"
+    ),
     "having": (
         "SELECT customer, sum(amount) AS total FROM orders GROUP BY customer"
         " HAVING sum(amount) > 20"

@@ -172,6 +172,16 @@ def test_auto_copying_the_changes_first(table_count, overhead, margin, data):
     check_with(scenario, Policy(overhead_rows=overhead, margin=margin, net_first=1e12, copy_rows=0))
 
 
+@wide
+@given(overhead=st.integers(0, 60), margin=st.sampled_from([0.25, 1.0]), data=st.data())
+def test_shared_cte_auto(overhead, margin, data):
+    """A CTE read twice (its delta and states made once into temporary tables, after the
+    change copies) under ``auto``: copies first, then a rebuild, a refresh that reuses them,
+    or none when they are empty; ``test_widened_grammar[shared_cte]`` forces the refresh."""
+    scenario = data.draw(scenarios(2, construct="shared_cte"))
+    check_with(scenario, Policy(overhead_rows=overhead, margin=margin, net_first=1e12, copy_rows=0))
+
+
 @pytest.mark.parametrize("table_count", [1, 2])
 def test_rows_changed_several_times_in_one_transaction(table_count):
     """Transactions that insert and then change rows, update rows twice, update then delete,

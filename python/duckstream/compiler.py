@@ -6,6 +6,7 @@ parse -> normalize (one rewrite per module) -> operator tree -> sink -> statemen
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlglot
@@ -44,6 +45,7 @@ from duckstream.tree.constant import reads_no_table
 from duckstream.tree.derived import Derived
 from duckstream.tree.join import Join
 from duckstream.tree.recursive import read_old_from
+from duckstream.tree.shared_cte import Shares, choose, count_reads, guard, shared_ctes
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -139,11 +141,14 @@ def _compile(
         *engine.record_cursors(),
         Commit(view_name),
     ]
+    by_name = {s.fqn: s for s in found.values()}
+    shared, applied = _maintain_sharing_ctes(ctx, sink, lambda n: engine.changed(by_name[n]))
     maintain: list[Step] = [
         Begin(),
         *engine.pin_window(),
         *engine.prepare_changes(),
-        *sink.maintain(),
+        *shared,
+        *applied,
         Applied(),
         *engine.advance_cursors(),
         Commit(view_name),
@@ -160,7 +165,6 @@ def _compile(
         "query_mv": [engine.statement(sink.query_mv())],
     }
     rendered = {name: [t for s in steps[name] for t in engine.render(s)] for name in PROTOCOL}
-    by_name = {s.fqn: s for s in found.values()}
     sources_read = list(found.values())
     return IVMPlan(
         view_sql=engine.sql(
@@ -181,6 +185,34 @@ def _compile(
         maintain_reads=source_reads(maintain, sources_read, lambda n: engine.changed(by_name[n])),
         rebuild_reads=source_reads(inserts, sources_read, lambda _: None),
     )
+
+
+def _maintain_sharing_ctes(
+    ctx: Context, sink: Sink, changed: Callable[[str], exp.Expr]
+) -> tuple[list[Step], list[Step]]:
+    """The sink's ``maintain`` steps, and before them the steps that make the tables of the
+    CTEs read more than once (:mod:`duckstream.tree.shared_cte`) where they pay: a first
+    pass reads every part of them from its table, to count the reads; the second makes the
+    tables :func:`~duckstream.tree.shared_cte.choose` picks and inlines the rest."""
+    if not ctx.shared_ctes:
+        return [], sink.maintain()
+    engine = ctx.engine
+    parts = [f"{key}_{p}" for key in ctx.shared_ctes.values() for p in ("delta", "old", "new")]
+    flags = {changed(s.fqn): s.fqn for s in engine.sources}
+    counting = Shares(engine)
+    ctx.shares = counting
+    try:
+        first = sink.maintain()
+        ctx.shares = None
+        tables = {part: counting.temp(part).name for part in parts}
+        counted = count_reads(first, tables, engine.dialect, flags)
+        chosen = choose(counted)
+        shares = Shares(engine, chosen, {p: guard(counted[p], changed) for p in chosen})
+        ctx.shares = shares
+        applied = sink.maintain()
+    finally:
+        ctx.shares = None
+    return shares.steps(), applied
 
 
 @dataclass
@@ -246,6 +278,8 @@ def build_tree(
             " (materialize it as a table)",
         )
     ctx = Context(engine=engine, max_recursion_depth=max_recursion_depth)
+    if engine.shares_ctes:
+        ctx.shared_ctes = shared_ctes(select)
     parts = split_select(select, ctx, resolve)
     engine.bind(target, list(found.values()))
     if any(s.fqn == target.fqn for s in found.values()):

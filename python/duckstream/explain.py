@@ -42,6 +42,7 @@ from duckstream.tree.lateral_subquery import LateralSubquery
 from duckstream.tree.project import Project
 from duckstream.tree.recursive import RecursiveCTE, SelfReference
 from duckstream.tree.scan import Scan
+from duckstream.tree.shared_cte import SharedCte
 from duckstream.tree.union import UnionAll
 from duckstream.tree.window import Window, partition_keys
 
@@ -255,6 +256,9 @@ class _Walk:
                 f"LATERAL subquery {node.name}: re-evaluated at both snapshots for the rows"
                 " whose correlation keys the changes touch (every row without an equality)"
             )
+        elif isinstance(node, SharedCte):
+            self.add(depth, "CTE read more than once", f"AS {node.name}", node.rule)
+            self.node(node.query, depth + 1)
         elif isinstance(node, Derived):
             self.add(depth, "derived table", f"AS {node.name}", node.rule)
             self.node(node.query, depth + 1)

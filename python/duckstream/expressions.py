@@ -8,6 +8,10 @@ from typing import TypeVar
 
 from sqlglot import exp
 
+# The ``meta`` key of a derived table inlined from a CTE (``normalize.inline_ctes``): which CTE
+# (name and number), for the tree to find the references one CTE shares (``tree.shared_cte``).
+CTE_MARK = "ivm_cte"
+
 
 def map_children(node: exp.Expr, visit: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
     """``node`` (changed in place) with each child expression replaced by ``visit(child)``:

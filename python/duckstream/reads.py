@@ -69,7 +69,7 @@ def source_reads(
         for table in tree.find_all(exp.Table):
             name = by_key.get((table.catalog, table.db, table.name))
             if name is not None and not _only_nulls(table):
-                reads.append(Read(name, _guards(table, flags), _whole(table, by_key)))
+                reads.append(Read(name, guards_around(table, flags), _whole(table, by_key)))
     return reads
 
 
@@ -116,7 +116,7 @@ def _only_nulls(table: exp.Table) -> bool:
     return False
 
 
-def _guards(node: exp.Expr, flags: dict[exp.Expr, str]) -> tuple[frozenset[str], ...]:
+def guards_around(node: exp.Expr, flags: dict[exp.Expr, str]) -> tuple[frozenset[str], ...]:
     """The guard clauses of the queries around ``node``: each conjunct of an enclosing WHERE
     made only of change flags (one flag, or a disjunction of flags)."""
     clauses: list[frozenset[str]] = []

@@ -114,6 +114,9 @@ class Engine(ABC):
     key_semijoins = False
     # whether the engine evaluates WITH RECURSIVE (``tree.recursive``)
     recursive_ctes = True
+    # True when a CTE read more than once has its delta and states computed once per refresh
+    # into temporary tables (:mod:`duckstream.tree.shared_cte`); else each reference inlines.
+    shares_ctes = False
     # True when a rebuild fills the table from the view's query as the user wrote it (its
     # subqueries kept, :func:`duckstream.normalize.normalize_forms`) wherever the hidden
     # columns can be computed over it, rather than from the operator tree's decorrelated

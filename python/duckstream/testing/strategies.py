@@ -465,6 +465,7 @@ CONSTRUCTS = [
     "shadowed_names",  # select aliases named like input columns, read in WHERE/GROUP BY/HAVING
     "constants",  # VALUES, range / generate_series, FROM-less SELECTs: unioned, joined, grouped
     "lateral",  # unnest / range / generate_series over a row's columns; LATERAL subqueries
+    "shared_cte",  # one CTE read twice: self-joined, in a subquery and outside, in a union
 ]
 OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
 
@@ -757,6 +758,8 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         return draw(constant_views(tables_, portable))
     if construct == "lateral":
         return draw(lateral_views(tables_, portable))
+    if construct == "shared_cte":
+        return draw(shared_cte_views(tables_, portable))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -833,6 +836,70 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         sql, _ = draw(select(relations, shape, options))
     with_ = [c for c in ctes if c]
     return (f"WITH {', '.join(with_)} " if with_ else "") + sql
+
+
+# -- a CTE read twice --------------------------------------------------------------------
+@st.composite
+def shared_cte_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
+    """A view reading one CTE ``c`` twice (its delta and states then computed once,
+    :mod:`duckstream.tree.shared_cte`): joined with itself; in the outer query and in a
+    subquery of its WHERE (a scalar aggregate over the whole CTE, as TPC-H Q15 reads its
+    ``max()``, or ``IN`` / ``EXISTS``, correlated or not); or in both branches of a set
+    operation, grouped or read as it is. The body is a projection, DISTINCT or aggregate over
+    one table, sometimes joined to the other on their keys, sometimes over another CTE ``b``
+    (read twice too, inside each read of ``c``)."""
+    t0, t1 = tables_[0], tables_[-1]
+    options = Options(portable=portable)
+    kind = draw(st.sampled_from(["project", "distinct", "aggregate"]))
+    base = draw(table_relation(t0, "a"))
+    if len(tables_) > 1 and draw(st.booleans()):
+        other = draw(table_relation(t1, "b"))
+        from_, conditions = draw(_joined([base, other]))
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        listed = ", ".join(f"{base.alias}.{ref}" for ref, _ in base.columns)
+        base = Relation(f"(SELECT {listed} FROM {from_}{where}) AS a", "a", base.columns)
+    inner = ""
+    if draw(st.booleans()):  # c's body reads a CTE b: b's parts made inside c's (nested)
+        kind_b = draw(st.sampled_from(["project", "distinct", "aggregate"]))
+        body_b, columns_b = draw(subquery(base, kind_b, options, "w"))
+        inner = f"b AS ({body_b}), "
+        base = Relation("b", "b", columns_b)
+    body, columns = draw(subquery(base, kind, options))
+    use = draw(st.sampled_from(["self_join", "subquery", "union"]))
+    shape = draw(st.sampled_from(OUTER_SHAPES))
+    x = Relation("c AS x", "x", columns)
+    if use == "self_join":
+        sql, _ = draw(select([x, Relation("c AS y", "y", columns)], shape, options))
+    elif use == "subquery":
+        value = draw(st.sampled_from(columns))[0]
+        test = draw(
+            st.sampled_from(
+                [
+                    f"x.{value} = (SELECT max(z.{value}) FROM c AS z)",
+                    f"x.{value} >= (SELECT min(z.{value}) FROM c AS z)",
+                    f"x.k IN (SELECT z.k FROM c AS z WHERE z.{value} IS NOT NULL)",
+                    "x.k NOT IN (SELECT z.k + 1 FROM c AS z WHERE z.k IS NOT NULL)",
+                    "EXISTS (SELECT 1 FROM c AS z WHERE z.k = x.k + 1)",
+                    "NOT EXISTS (SELECT 1 FROM c AS z WHERE z.k = x.k - 1)",
+                ]
+            )
+        )
+        qualified = [(f"x.{name}", type_) for name, type_ in columns]
+        items, keys, _ = draw(select_items(qualified, shape, options))
+        distinct = "DISTINCT " if shape == "distinct" else ""
+        sql = f"SELECT {distinct}{', '.join(items)} FROM c AS x WHERE {test}"
+        if keys:
+            sql += f" GROUP BY {', '.join(keys)}"
+        if shape == "having":
+            sql += " HAVING count(*) > 1"
+    else:
+        names = ", ".join(name for name, _ in columns)
+        first = f" WHERE {draw(predicate(columns))}" if draw(st.booleans()) else ""
+        second = f" WHERE {draw(predicate(columns))}" if draw(st.booleans()) else ""
+        operation = draw(st.sampled_from(["UNION ALL", "UNION"]))
+        union = f"SELECT {names} FROM c{first} {operation} SELECT {names} FROM c{second}"
+        sql, _ = draw(select([Relation(f"({union}) AS u", "u", columns)], shape, options))
+    return f"WITH {inner}c AS ({body}) {sql}"
 
 
 # -- shadowed names ----------------------------------------------------------------------

@@ -18,11 +18,15 @@ from collections.abc import Callable, Generator, Iterable
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Engine, Source, Version
 from duckstream.expressions import conjuncts, ident
+
+if TYPE_CHECKING:
+    from duckstream.tree.shared_cte import Shares
 
 # Whether restrictions to keys are spelled as uncorrelated semi-joins (:func:`restrict_to`
 # in ``tree.aggregate``) and key filters pushed into derived tables (:func:`push_key_filter`).
@@ -528,6 +532,10 @@ class Context:
     counter: int = 0  # numbers the CTEs of nested operators
     # how many steps a UNION ALL recursion may take (``tree.recursive``); deeper fails
     max_recursion_depth: int = 1000
+    # the CTEs read more than once (:mod:`duckstream.tree.shared_cte`): (mark, body) -> key
+    shared_ctes: dict[tuple[str, str], str] = field(default_factory=dict)
+    # their tables while the refresh's steps are generated (None: every reference inlines)
+    shares: Shares | None = None
 
 
 class Leaf(ABC):

@@ -17,7 +17,7 @@ from sqlglot import exp
 from duckstream.clock import clock_kinds
 from duckstream.engines.base import Source
 from duckstream.errors import UnsupportedSQLError, ViewSQLError
-from duckstream.expressions import conjuncts, has_window
+from duckstream.expressions import CTE_MARK, conjuncts, has_window
 from duckstream.recursion import parts as recursive_parts
 from duckstream.recursion import self_reference
 from duckstream.tree.aggregate import Aggregate
@@ -33,6 +33,7 @@ from duckstream.tree.lateral_subquery import LateralSubquery
 from duckstream.tree.project import Project
 from duckstream.tree.recursive import RecursiveCTE, SelfReference
 from duckstream.tree.scan import Scan
+from duckstream.tree.shared_cte import SharedCte
 from duckstream.tree.temporal_filter import TemporalFilter
 from duckstream.tree.union import UnionAll
 from duckstream.tree.window import Window, partition_keys
@@ -109,7 +110,13 @@ def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> Sel
                 ctx.features.add("union")
             elif alias.name.startswith("_ivm_sq"):  # normalize.decorrelate_subqueries'
                 ctx.features.add("subquery")
-            leaves.append(Derived(build_relation(node.this, ctx, resolve), alias))
+            relation = build_relation(node.this, ctx, resolve)
+            shared = ctx.shared_ctes.get((node.meta.get(CTE_MARK, ""), node.this.sql()))
+            if shared is not None:  # a CTE read more than once: its delta and states shared
+                ctx.features.add("shared_cte")
+                leaves.append(SharedCte(relation, alias, shared))
+            else:
+                leaves.append(Derived(relation, alias))
         else:
             raise UnsupportedSQLError(
                 "from_item", f"only tables and subqueries may stand in FROM: `{node.sql()}`"

@@ -114,6 +114,8 @@ class DuckLakeEngine(Engine):
     changes_are_materialized = True
     # DuckDB decorrelates a NULL-safe EXISTS by grouping every row of its input first
     key_semijoins = True
+    # TPC-H Q15 reads its revenue CTE twice (tree.shared_cte)
+    shares_ctes = True
     fill_from_view = True
 
     # -- run-time values -------------------------------------------------------------------
