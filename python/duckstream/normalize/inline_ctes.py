@@ -96,5 +96,6 @@ def _derived(table: exp.Table, cte: exp.CTE) -> exp.Subquery:
     if not alias.columns and cte_alias is not None and cte_alias.columns:
         alias.set("columns", [c.copy() for c in cte_alias.columns])
     derived = exp.Subquery(this=cte.this.copy(), alias=alias)
-    derived.meta[CTE_MARK] = cte.meta[CTE_MARK]
+    if CTE_MARK in cte.meta:  # a recursive CTE's stand-in is not shared
+        derived.meta[CTE_MARK] = cte.meta[CTE_MARK]
     return derived
