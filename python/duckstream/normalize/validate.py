@@ -173,15 +173,17 @@ def _check_select(select: exp.Select, *, has_schema: bool, after_qualify: bool) 
             "a SELECT without FROM may not read a table in a subquery (add the FROM)",
         )
     generators = [i for i in select.expressions if i.find(exp.Explode, exp.Unnest)]
-    grouped = select.args.get("group") or any(
-        i.find(exp.AggFunc, exp.Window) for i in select.expressions
+    grouped = (
+        select.args.get("group")
+        or select.args.get("distinct")  # DISTINCT groups by its items: GROUP BY unnest(...)
+        or any(i.find(exp.AggFunc, exp.Window) for i in select.expressions)
     )
     if generators and grouped:
         raise _fail(
             "table_function",
             generators[0],
-            "unnest in the select list of a grouped SELECT or beside a window function (it"
-            " runs after them): unnest in FROM, or group in an outer query",
+            "unnest in the select list of a grouped or DISTINCT SELECT or beside a window"
+            " function (it runs after them): unnest in FROM, or group in an outer query",
         )
     joins = select.args.get("joins") or []
     _check_outer_joins(joins)
