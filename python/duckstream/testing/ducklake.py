@@ -37,21 +37,23 @@ def attach_ducklake(
     """:func:`duckstream.lake.attach_ducklake`, whose catalog defaults to the directory's
     database on the test suite's PostgreSQL server while
     :func:`duckstream.testing.postgres.serving` is active."""
-    if metadata is None and (catalogs := postgres.active()) is not None:
-        metadata = catalogs.target(str(Path(directory).resolve()))
+    metadata = _suite_default(directory, metadata)
     lake.attach_ducklake(con, directory, alias, data_inlining_row_limit, metadata)
 
 
 def connect_ducklake(
-    directory: str,
-    alias: str = "lake",
-    data_inlining_row_limit: int | None = None,
-    metadata: str | None = None,
+    directory: str, alias: str = "lake", data_inlining_row_limit: int | None = None, **kw: Any
 ) -> duckdb.DuckDBPyConnection:
-    """In-memory DuckDB connection with the DuckLake in ``directory`` attached (USE unchanged)."""
-    con = duckdb.connect()
-    attach_ducklake(con, directory, alias, data_inlining_row_limit, metadata)
-    return con
+    """:func:`duckstream.lake.connect_ducklake` with :func:`attach_ducklake`'s default
+    (``metadata=`` as there)."""
+    metadata = _suite_default(directory, kw.get("metadata"))
+    return lake.connect_ducklake(directory, alias, data_inlining_row_limit, metadata)
+
+
+def _suite_default(directory: str, metadata: str | None) -> str | None:
+    if metadata is None and (catalogs := postgres.active()) is not None:
+        return catalogs.target(str(Path(directory).resolve()))
+    return metadata
 
 
 def current_snapshot(con: duckdb.DuckDBPyConnection, catalog: str) -> int:
