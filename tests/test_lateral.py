@@ -158,6 +158,11 @@ SCENARIOS: dict[str, Scenario] = {
         " GROUP BY x.tag",
         T_CYCLES,
     ),
+    "unnest_in_derived_table_distinct": Scenario(
+        [T],
+        "SELECT DISTINCT x.tag, x.a FROM (SELECT unnest(t.tags) AS tag, t.a FROM t) AS x",
+        T_CYCLES,
+    ),
     "lateral_top_k": Scenario(
         [T, U],
         "SELECT t.k, s.x, s.w FROM t, LATERAL (SELECT u.x, u.w FROM u WHERE u.k = t.k"
