@@ -124,6 +124,7 @@ def explain(
     dialect: str = "duckdb",
     sources: dict[str, dict] | None = None,
     schema: dict | None = None,
+    max_recursion_depth: int = 1000,
 ) -> Explanation:
     """How ``view_sql`` is maintained (arguments as :func:`~duckstream.compiler.compile_ivm`'s)."""
     plan = compile_ivm(
@@ -134,12 +135,13 @@ def explain(
         dialect=dialect,
         sources=sources,
         schema=schema,
+        max_recursion_depth=max_recursion_depth,
     )
     engine = engine_for(dialect)
     with key_semijoins(engine.key_semijoins):
         tree = build_tree(
             view_sql, engine, Naming(mv_name=mv_name), mv_catalog, mv_schema, dialect, sources,
-            schema,
+            schema, max_recursion_depth=max_recursion_depth,
         )  # fmt: skip
     walk = _Walk(engine)
     walk.sink(tree.sink)
