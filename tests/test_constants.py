@@ -17,16 +17,16 @@ import pytest
 
 from duckstream import UnsupportedSQLError, compile_ivm
 from duckstream.testing.differential import (
-    FROM_CATALOG,
+    DUCKLAKE_PATH_IDS,
+    DUCKLAKE_PATHS,
     Column,
     Cycle,
     Delete,
-    DuckLakeHarness,
     Insert,
     Scenario,
     TableSpec,
     Update,
-    run_scenario,
+    run_on_ducklake,
 )
 
 A = TableSpec(
@@ -179,24 +179,11 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-@pytest.mark.parametrize(
-    ("strategy", "schema"),
-    [("incremental", None), ("incremental", FROM_CATALOG), ("auto", FROM_CATALOG)],
-    ids=["incremental", "incremental-schema", "auto-schema"],
-)
+@pytest.mark.parametrize(("strategy", "schema"), DUCKLAKE_PATHS, ids=DUCKLAKE_PATH_IDS)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_constant_relation(tmp_path, name, strategy, schema):
-    from duckstream.testing.ducklake import connect_ducklake
-
-    scenario = SCENARIOS[name]
-    con = connect_ducklake(str(tmp_path / "lake"), "dl", 0)
-    try:
-        harness = DuckLakeHarness(con, check_names=True, strategy=strategy)
-        kwargs = {"schema": schema} if schema is not None else {}
-        plan = run_scenario(harness, scenario.tables, scenario.view, scenario.cycles, **kwargs)
-        assert "constant_relation" in plan.features
-    finally:
-        con.close()
+    plan = run_on_ducklake(str(tmp_path / "lake"), SCENARIOS[name], strategy, schema)
+    assert "constant_relation" in plan.features
 
 
 def test_a_join_reads_no_delta_of_a_constant_relation():

@@ -17,16 +17,16 @@ import pytest
 
 from duckstream import UnsupportedSQLError, compile_ivm
 from duckstream.testing.differential import (
-    FROM_CATALOG,
+    DUCKLAKE_PATH_IDS,
+    DUCKLAKE_PATHS,
     Column,
     Cycle,
     Delete,
-    DuckLakeHarness,
     Insert,
     Scenario,
     TableSpec,
     Update,
-    run_scenario,
+    run_on_ducklake,
 )
 
 T = TableSpec(
@@ -211,23 +211,10 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-@pytest.mark.parametrize(
-    ("strategy", "schema"),
-    [("incremental", None), ("incremental", FROM_CATALOG), ("auto", FROM_CATALOG)],
-    ids=["incremental", "incremental-schema", "auto-schema"],
-)
+@pytest.mark.parametrize(("strategy", "schema"), DUCKLAKE_PATHS, ids=DUCKLAKE_PATH_IDS)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_lateral_function(tmp_path, name, strategy, schema):
-    from duckstream.testing.ducklake import connect_ducklake
-
-    scenario = SCENARIOS[name]
-    con = connect_ducklake(str(tmp_path / "lake"), "dl", 0)
-    try:
-        harness = DuckLakeHarness(con, check_names=True, strategy=strategy)
-        kwargs = {"schema": schema} if schema is not None else {}
-        run_scenario(harness, scenario.tables, scenario.view, scenario.cycles, **kwargs)
-    finally:
-        con.close()
+    run_on_ducklake(str(tmp_path / "lake"), SCENARIOS[name], strategy, schema)
 
 
 def test_a_changed_row_alone_is_unnested():

@@ -349,3 +349,23 @@ def run_scenario(
         harness.refresh(plan)
         harness.check(plan, view_sql, f"after refresh {n}")
     return plan
+
+
+# The paths users run, for a DuckLake scenario: forced incremental compiled without and with
+# ``schema=`` (as dbt compiles), and ``auto`` with it (``pytest.mark.parametrize`` ids beside).
+DUCKLAKE_PATHS = [("incremental", None), ("incremental", FROM_CATALOG), ("auto", FROM_CATALOG)]
+DUCKLAKE_PATH_IDS = ["incremental", "incremental-schema", "auto-schema"]
+
+
+def run_on_ducklake(directory: str, scenario: Scenario, strategy: str, schema: Any) -> IVMPlan:
+    """``scenario`` on a new DuckLake in ``directory`` (inlining off), by one of
+    :data:`DUCKLAKE_PATHS`."""
+    from duckstream.testing.ducklake import connect_ducklake
+
+    con = connect_ducklake(directory, "dl", 0)
+    try:
+        harness = DuckLakeHarness(con, check_names=True, strategy=strategy)
+        kwargs = {"schema": schema} if schema is not None else {}
+        return run_scenario(harness, scenario.tables, scenario.view, scenario.cycles, **kwargs)
+    finally:
+        con.close()
