@@ -30,6 +30,7 @@ from dbt.adapters.duckstream.ivm import (  # noqa: E402
 from dbt_duckstream import locate as locate_module  # noqa: E402
 from dbt_duckstream.decide import Compiled  # noqa: E402
 from dbt_duckstream.locate import locate  # noqa: E402
+from dbt_duckstream.model import State  # noqa: E402
 from dbt_duckstream.plans import CachedPlan, PlanCache  # noqa: E402
 from duckstream import UnsupportedSQLError  # noqa: E402
 from duckstream.engines.ducklake import cursors as ducklake_cursors  # noqa: E402
@@ -143,28 +144,30 @@ def test_plans_are_compiled_once_per_model_version(shop, tmp_path) -> None:
     assert len(list((tmp_path / "plans").iterdir())) == 2
 
 
-def test_a_state_is_read_once_per_build(shop, tmp_path) -> None:
+def test_a_state_is_kept_by_the_build_that_writes_it(shop, tmp_path) -> None:
     """The state a table was built with is kept under target/ by its state table's uuid
-    (new with each build): runs that find the same uuid read no state table; a build
-    replaces it, and the state kept for the old one is neither used nor kept."""
+    (new with each build), by the build itself: runs that find the same uuid read no state
+    table; a rebuild replaces it, keeps its own and drops the one kept for the old."""
     plans = PlanCache(tmp_path / "plans")
     states = tmp_path / "states"
     materialize(shop, request(), plans)
-    assert not states.exists()  # the build wrote the state; nothing read it yet
+    (kept,) = states.iterdir()  # written by the build: no run has read the state table
+    record = json.loads(kept.read_text())
+    assert State.from_record(record) == read_state(shop, request())
     shop.execute("INSERT INTO dl.main.orders VALUES (4, 'cy', 2)")
     assert materialize(shop, request(), plans).action == "incremental"
-    (kept,) = states.iterdir()
+    assert list(states.iterdir()) == [kept]
     # what is kept is what the next run decides on: a kept state of another plan rebuilds
-    record = json.loads(kept.read_text())
     kept.write_text(json.dumps(record | {"plan_hash": "another plan"}))
     shop.execute("INSERT INTO dl.main.orders VALUES (5, 'dee', 3)")
     rebuilt = materialize(shop, request(), plans)
     assert rebuilt.action == "rebuilt" and differences(shop, request()) == []
-    # the rebuild replaced the state table: its state is read again, the old one dropped
-    shop.execute("INSERT INTO dl.main.orders VALUES (6, 'eve', 4)")
-    assert materialize(shop, request(), plans).action == "incremental"
+    # the rebuild replaced the state table and kept its state under the new uuid
     (again,) = states.iterdir()
     assert again != kept and json.loads(again.read_text()) == record
+    shop.execute("INSERT INTO dl.main.orders VALUES (6, 'eve', 4)")
+    assert materialize(shop, request(), plans).action == "incremental"
+    assert list(states.iterdir()) == [again]
     assert differences(shop, request()) == []
 
 
