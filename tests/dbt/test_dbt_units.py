@@ -177,6 +177,9 @@ def test_a_cached_plan_is_compiled_again_when_a_view_it_reads_is_redefined(shop,
     over_view = request("SELECT customer, count(*) AS n FROM dl.main.big GROUP BY customer")
     assert "compile" in phase_names(materialize(shop, over_view, plans))
     assert "plan checked" in phase_names(materialize(shop, over_view, plans))
+    # a view under a name the model does not read (a new dbt view model) compiles nothing
+    shop.execute("CREATE VIEW dl.main.small AS SELECT * FROM dl.main.orders WHERE amount < 2")
+    assert "plan checked" in phase_names(materialize(shop, over_view, plans))
     shop.execute("CREATE OR REPLACE VIEW dl.main.big AS SELECT * FROM dl.main.orders")
     redefined = materialize(shop, over_view, plans)
     assert "compile" in phase_names(redefined)

@@ -12,6 +12,7 @@ Unqualified tables inside a view resolve in the view's own catalog and schema.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 import sqlglot
@@ -58,6 +59,38 @@ def views_by_key(rows: Iterable[Sequence[str]]) -> dict[ViewKey, str]:
     """Rows of :data:`VIEWS` (database, schema, view, its ``CREATE VIEW``) keyed as
     :func:`expand_views` wants."""
     return {(d.lower(), s.lower(), v.lower()): sql for d, s, v, sql in rows}
+
+
+# a name as it may appear in SQL: quoted (doubled quotes inside) or a plain word
+_NAME = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*)')
+
+
+def views_named(sql: str, views: Mapping[ViewKey, str]) -> dict[ViewKey, str]:
+    """The views of ``views`` that a name in ``sql`` may resolve to, and those a name in
+    their definitions may, and so on: every view whose name occurs in ``sql`` as a word or a
+    quoted name, through views that read views. A superset (a column or an alias named like
+    a view counts too), found without parsing: only these views decide what ``sql`` reads,
+    so a view created or redefined under any other name changes nothing for it.
+
+    >>> views = views_by_key([("l", "m", "stg", "CREATE VIEW stg AS SELECT * FROM l.m.base"),
+    ...                       ("l", "m", "base", "CREATE VIEW base AS SELECT 1 AS id"),
+    ...                       ("l", "m", "other", "CREATE VIEW other AS SELECT 2 AS id")])
+    >>> sorted(views_named('SELECT s.id FROM l.m."STG" AS s', views))
+    [('l', 'm', 'base'), ('l', 'm', 'stg')]
+    """
+    by_name: dict[str, list[ViewKey]] = {}
+    for key in views:
+        by_name.setdefault(key[2], []).append(key)
+    found: dict[ViewKey, str] = {}
+    pending = [sql]
+    while pending:
+        for quoted, word in _NAME.findall(pending.pop()):
+            name = (quoted.replace('""', '"') if quoted else word).lower()
+            for key in by_name.get(name, ()):
+                if key not in found:
+                    found[key] = views[key]
+                    pending.append(views[key])
+    return found
 
 
 def _inline(

@@ -42,6 +42,7 @@ from dbt.adapters.duckstream.expand import (
     expand_views,
     name_outputs,
     views_by_key,
+    views_named,
 )
 from dbt_duckstream import equivalence, plans
 from dbt_duckstream.decide import Compiled, Found
@@ -265,15 +266,17 @@ class DuckLakeBackend:
         )
 
     def plan_depends(self, plan: object) -> object:
-        """Every view of the catalogs (a view the model reads may be redefined; DuckDB
-        resolves names among them) and the columns (names, types, order) of the tables
-        ``plan`` reads: as :meth:`look` read them for that plan, else read now."""
+        """The views the model's names may resolve to (:func:`~dbt.adapters.duckstream.
+        expand.views_named`: a view it reads may be redefined, or one created under a name
+        it reads; views under other names are not its concern, so a new view elsewhere in
+        the project compiles nothing again) and the columns (names, types, order) of the
+        tables ``plan`` reads: as :meth:`look` read them for that plan, else read now."""
         assert isinstance(plan, IVMPlan)
+        assert self.request is not None, "look() first"
         sources, read = self.read
         if sources != _sources(plan):
-            assert self.request is not None, "look() first"
             read = _catalog(self.con, self.request, sources=_sources(plan))
-        return sorted(read.views.items()), read.columns
+        return sorted(views_named(self.request.sql, read.views).items()), read.columns
 
     def same_layout(self, request: ModelRequest, plan: object) -> bool:
         """Whether the table's columns (names and types, hidden ones included) are those the
