@@ -5,7 +5,7 @@ a batch of source changes, ``dbt run`` again (incremental refreshes, each model'
 what it did), ``dbt test`` (every model equals a recomputation), and time the incremental run
 against ``dbt run --full-refresh`` of the same models.
 
-    python -m duckstream.demo_dbt [--dir demo] [--scale 10]
+    python -m duckstream.demo_dbt [--dir demo] [--scale 10] [--threads 4]
 """
 
 from __future__ import annotations
@@ -26,6 +26,17 @@ from typing import Any
 
 # The models downstream of the (unchanged) staging views: dbt-incremental and incremental_ivm.
 MAINTAINED = ("--select", "path:models/intermediate", "path:models/marts", "--threads", "4")
+
+
+def maintained(threads: int = 4) -> tuple[str, ...]:
+    """:data:`MAINTAINED` run with ``threads`` threads.
+
+    >>> maintained(1)[-2:]
+    ('--threads', '1')
+    """
+    return (*MAINTAINED[:-1], str(threads))
+
+
 LAKE_VARIABLE = "DUCKSTREAM_LAKE_DIR"
 CATALOG_VARIABLE = "DUCKSTREAM_LAKE_CATALOG"
 IVM_ACTIONS = ("built", "rebuilt", "incremental", "up to date", "recomputed", "unchanged")
@@ -250,6 +261,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", default="demo", help="working directory (recreated)")
     parser.add_argument("--scale", type=int, default=10, help="source size (1: 3000 orders)")
+    parser.add_argument(
+        "--threads", type=int, default=4, help="dbt threads of the incremental and full runs"
+    )
     args = parser.parse_args(argv)
     shop = Shop.create(Path(args.dir).resolve())
     shop.setup_sources(scale=args.scale)
@@ -258,10 +272,10 @@ def main(argv: list[str] | None = None) -> None:
     show("first build", shop.dbt("run"))
     changed = shop.apply_changes(batch=1)
     print("\nsource changes committed: " + ", ".join(f"{k} {v}" for k, v in changed.items()))
-    incremental = shop.dbt("run", *MAINTAINED)
+    incremental = shop.dbt("run", *maintained(args.threads))
     show("incremental run", incremental)
     show("tests", shop.dbt("test"), only="FAIL")
-    full = shop.dbt("run", *MAINTAINED, "--full-refresh")
+    full = shop.dbt("run", *maintained(args.threads), "--full-refresh")
     show("full refresh", full, only="rebuilt")
     print(summary(incremental, full))
     print(f"demo project kept in {shop.project}")

@@ -221,7 +221,10 @@ class DuckLakeBackend:
         commit, and its uuid must not name this state; the next run reads the record."""
         if self.states is None or self.shared:
             return
-        version = _state_version(self.con, request)
+        try:
+            version = _state_version(self.con, request)
+        except Exception:  # the table is committed; a cache not kept costs a read next run
+            return
         if version is not None:
             self.states.store(request, version, state)
 
