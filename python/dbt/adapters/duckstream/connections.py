@@ -16,11 +16,9 @@ garbage schema id). So every statement on this adapter's connections (dbt's and
 duckstream's, which run on the same cursor), every rollback and close, and the opening of a
 connection (which may create the database and attach the DuckLake, and initialises the
 cursor) hold :data:`STATEMENTS`, one lock per process (dbt-duckdb keeps one database per
-process). duckstream's own writing transactions (a model's build or refresh) also run one at
-a time, holding :data:`WRITES` (:func:`writing`); dbt's transactions still interleave, as
-DuckLake allows: a commit that conflicts fails as it would between processes. DuckDB
-parallelises each statement itself, so the threads lose little; they keep overlapping in
-everything dbt does between statements.
+process). Transactions still interleave, as DuckLake allows: a commit that conflicts fails
+as it would between processes. DuckDB parallelises each statement itself, so the threads lose
+little; they keep overlapping in everything dbt does between statements.
 
 **One database per dbt command.** dbt-duckdb closes the DuckDB database after each node when
 the profile says ``keep_open: false`` (the last connection closed), and opens it again for the
@@ -52,37 +50,21 @@ from dbt.adapters.duckdb.connections import DuckDBConnectionManager
 
 # Held by each DuckDB statement on a duckstream connection (reentrant: a close may roll back).
 STATEMENTS = threading.RLock()
-# Held by each of duckstream's writing transactions (a model's build, rebuild or refresh)
-# from its first statement to its COMMIT or ROLLBACK: see :func:`writing`.
-WRITES = threading.RLock()
-_waits = threading.local()  # per thread: seconds spent waiting for STATEMENTS or WRITES
+_waits = threading.local()  # per thread: seconds spent waiting for STATEMENTS
 
 
 @contextlib.contextmanager
-def _holding(lock: threading.RLock = STATEMENTS) -> Generator[None]:
-    """Hold ``lock``, adding the time spent waiting for it to the thread's :func:`waited`."""
-    if not lock.acquire(blocking=False):
+def _holding() -> Generator[None]:
+    """Hold :data:`STATEMENTS`, adding the time spent waiting for it to the thread's
+    :func:`waited`."""
+    if not STATEMENTS.acquire(blocking=False):
         start = time.perf_counter()
-        lock.acquire()
+        STATEMENTS.acquire()
         _waits.seconds = waited() + time.perf_counter() - start
     try:
         yield
     finally:
-        lock.release()
-
-
-def writing() -> contextlib.AbstractContextManager[None]:
-    """Hold :data:`WRITES` for one of duckstream's writing transactions: with ``--threads``,
-    the models' transactions run one after another instead of interleaving, as their
-    statements already do (:data:`STATEMENTS`). A DuckLake COMMIT after other transactions
-    committed since it began checks its changes against theirs: ~30 ms CPU after three
-    such commits against ~12 ms alone (DuckDB 1.5.5, small tables), paid by nearly every
-    model under ``--threads 4``; and a conflict it finds is retried after a wait, or fails.
-    Little runs between the statements of a transaction, so the threads lose little
-    overlap; dbt's own work (compiling, hooks) and duckstream's reads outside these
-    transactions (the catalog, the plan) still overlap. Taken before any statement, never
-    while holding :data:`STATEMENTS`: the lock order is WRITES, then STATEMENTS."""
-    return _holding(WRITES)
+        STATEMENTS.release()
 
 
 def waited() -> float:

@@ -39,7 +39,7 @@ class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
         config = getattr(self, "config", None)  # the dbt adapter's RuntimeConfig
         target = getattr(config, "project_target_path", None)
         states = StateCache.under(target) if target else None
-        return DuckLakeBackend(self._ivm_connection(), states, connections.writing)
+        return DuckLakeBackend(self._ivm_connection(), states)
 
     def _ivm_waited(self) -> float:
         return connections.waited()

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Generator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,17 +165,9 @@ class DuckLakeBackend:
     dialect = "duckdb"
     version = VERSION
 
-    def __init__(
-        self,
-        con: Connection,
-        states: StateCache | None = None,
-        writing: Callable[[], AbstractContextManager[Any]] = nullcontext,
-    ) -> None:
+    def __init__(self, con: Connection, states: StateCache | None = None) -> None:
         self.con = con
         self.states = states  # where the states read are kept between runs (None: read)
-        # held around each transaction that writes (build, refresh, recompute): dbt's
-        # threads run them one at a time (dbt.adapters.duckstream.connections.writing)
-        self.writing = writing
         self.executed: list[str] = []
         self.recording = Recording(con, self.executed)
         self.views: dict[ViewKey, str] = {}
@@ -310,15 +302,14 @@ class DuckLakeBackend:
     ) -> None:
         assert isinstance(plan, IVMPlan)
         with_state = _write_state(request, state)
-        with self.writing():
-            self.engine_phases = strategy.rebuild(
-                self.recording,
-                plan,
-                replace=replace,
-                before_commit=with_state,
-                run=_run,
-                reason=f"dbt: {reason}",
-            )
+        self.engine_phases = strategy.rebuild(
+            self.recording,
+            plan,
+            replace=replace,
+            before_commit=with_state,
+            run=_run,
+            reason=f"dbt: {reason}",
+        )
         self._written(request, state)
 
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
@@ -326,7 +317,7 @@ class DuckLakeBackend:
         # the statistics untrusted once for the pin and the rest (begin's and finish's own
         # would read and set the settings twice: 5 statements more, ~2.5 ms CPU), in one
         # profile (begin's and finish's phases join it), logged once
-        with strategy.profiling() as phases, self.writing():
+        with strategy.profiling() as phases:
             with strategy.without_table_statistics(self.recording):
                 refreshed = self._refresh(request, plan, state)
             self.engine_phases = phases
@@ -380,17 +371,16 @@ class DuckLakeBackend:
     def recompute(self, request: ModelRequest, state_of: Callable[[list[str]], State]) -> None:
         described = self.con.execute(f"SELECT * FROM (\n{request.sql}\n) LIMIT 0").description
         cursors = _fqn(request.database, request.schema, request.cursors_name)
-        with self.writing():
-            _run(
-                self.recording,
-                [
-                    "BEGIN TRANSACTION",
-                    f"CREATE OR REPLACE TABLE {_table(request)} AS\n{request.sql}\n",
-                    f"DROP TABLE IF EXISTS {cursors}",
-                ]
-                + _write_state(request, state := state_of([d[0] for d in described]))
-                + ["COMMIT"],
-            )
+        _run(
+            self.recording,
+            [
+                "BEGIN TRANSACTION",
+                f"CREATE OR REPLACE TABLE {_table(request)} AS\n{request.sql}\n",
+                f"DROP TABLE IF EXISTS {cursors}",
+            ]
+            + _write_state(request, state := state_of([d[0] for d in described]))
+            + ["COMMIT"],
+        )
         self._written(request, state)
 
     def count(self, request: ModelRequest) -> int:
