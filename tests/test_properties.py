@@ -46,7 +46,7 @@ from duckstream.testing.differential import (
     tables_schema,
 )
 from duckstream.testing.ducklake import attach_ducklake, connect_ducklake
-from duckstream.testing.strategies import (
+from strategies import (  # tests/ is on sys.path (its conftest)
     AGGREGATES,
     CONSTRUCTS,
     SHAPES,

@@ -4,6 +4,9 @@ deleted in one window, several tables changing together).
 
 Values come from small domains so that duplicates, group collisions, join partners and
 predicate flips are common; shrinking then ends at a few rows and a short view.
+
+Test code (Hypothesis is a dev dependency): it lives beside the tests, imported as
+``strategies`` (``tests/`` is on ``sys.path`` through its conftest, for ``tests/spark`` too).
 """
 
 from __future__ import annotations
