@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import os
 import re
 from dataclasses import dataclass
 
@@ -28,6 +29,17 @@ from duckstream.testing.differential import (
     quote_ident,
     sql_literal,
 )
+
+
+def examples(default: int, deep: int) -> int:
+    """Examples per property test: ``DUCKSTREAM_EXAMPLES`` when set, else ``deep`` under
+    ``DUCKSTREAM_DEEP=1`` (``make test-deep``), else ``default`` (``make test``). An example
+    on real DuckLake catalogs costs far more than the same delta rule checked in memory by
+    ``tests/test_operators.py``: the default run proves the rules there, the lake runs fewer."""
+    if os.environ.get("DUCKSTREAM_EXAMPLES"):
+        return int(os.environ["DUCKSTREAM_EXAMPLES"])
+    return deep if os.environ.get("DUCKSTREAM_DEEP") else default
+
 
 TYPES = ["INTEGER", "DECIMAL(10,2)", "DOUBLE", "VARCHAR", "DATE", "BOOLEAN"]
 NUMERIC = {"INTEGER", "DECIMAL(10,2)", "DOUBLE"}
