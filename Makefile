@@ -19,12 +19,18 @@ lint: venv
 	$(BIN)/ruff format --check python tests bench integration_tests dbt_duckstream
 	$(BIN)/ty check python dbt_duckstream
 
-# Spark runs a portability subset by default (a scenario of each kind over a few windows;
-# delta rules are proven on DuckLake): test-spark-all is the full Spark matrix, to run before
-# calling Spark work done; test-deep digs deeper with the DuckLake property tests.
+# `make test` proves each engine-independent rule once, fast: the operator tests check every
+# delta rule in memory, the DuckLake property tests run a dozen examples a construct (six for
+# each widened-grammar construct), the dbt pipeline two change cycles. Spark runs a
+# portability subset (a scenario of each kind that exercises Spark's rendering, types or
+# change feeds, over at most three windows). test-spark-all is the full Spark matrix (every scenario, every window, the
+# standalone cluster and the other-process writer), to run before calling Spark work done;
+# test-deep digs deeper on DuckLake (hundreds of examples a property, not derandomized, the
+# broken-delta-rule checks, a third dbt change cycle).
 # Two pytest-xdist workers, a test file each at a time: a file's tests share its module-scoped
-# state (a dbt project, TPC-H lakes) in one worker; each worker that runs Spark tests starts
-# its own local Spark.
+# state (a dbt project, TPC-H lakes) in one worker; the tests/spark files are one unit
+# (tests/conftest.py), so one worker starts Spark and runs them all while the other takes
+# the rest.
 test: lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 

@@ -3,7 +3,8 @@
 and ``dbt_utils.generate_series`` write them), unioned with tables, joined to them (inner,
 LEFT either way, FULL, CROSS) and grouped over those joins. Each scenario is maintained through
 windows that insert, delete and update the table, and compared with recomputation after every
-refresh, with and without ``schema=`` and through ``auto`` as well as forced maintenance.
+refresh, with and without ``schema=`` and through ``auto`` as well as forced maintenance
+(each scenario by one of those paths in turn; by every one under ``DUCKSTREAM_DEEP=1``).
 
 ``tests/spark/test_spark_constants.py`` runs some of them on Spark + Iceberg.
 """
@@ -17,8 +18,6 @@ import pytest
 
 from duckstream import UnsupportedSQLError, compile_ivm
 from duckstream.testing.differential import (
-    DUCKLAKE_PATH_IDS,
-    DUCKLAKE_PATHS,
     Column,
     Cycle,
     Delete,
@@ -28,6 +27,7 @@ from duckstream.testing.differential import (
     Update,
     run_on_ducklake,
 )
+from strategies import ducklake_runs  # tests/ is on sys.path (its conftest)
 
 A = TableSpec(
     "a",
@@ -179,8 +179,11 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-@pytest.mark.parametrize(("strategy", "schema"), DUCKLAKE_PATHS, ids=DUCKLAKE_PATH_IDS)
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+# Each scenario by one of the paths users run, in turn (every path under DUCKSTREAM_DEEP).
+RUNS, RUN_IDS = ducklake_runs(SCENARIOS)
+
+
+@pytest.mark.parametrize(("name", "strategy", "schema"), RUNS, ids=RUN_IDS)
 def test_constant_relation(tmp_path, name, strategy, schema):
     plan = run_on_ducklake(str(tmp_path / "lake"), SCENARIOS[name], strategy, schema)
     assert "constant_relation" in plan.features

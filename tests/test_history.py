@@ -27,7 +27,7 @@ from duckstream.history import FIRST_BUILD, Entry
 from duckstream.runtime import setup
 from duckstream.testing.differential import DuckLakeHarness, run_scenario, tables_schema
 from duckstream.testing.ducklake import connect_ducklake
-from duckstream.testing.strategies import cycles, tables, views
+from strategies import cycles, tables, views  # tests/ is on sys.path (its conftest)
 
 EXAMPLES = int(
     os.environ.get("DUCKSTREAM_EXAMPLES") or (300 if os.environ.get("DUCKSTREAM_DEEP") else 12)

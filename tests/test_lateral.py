@@ -6,7 +6,8 @@ ORDER BY ... LIMIT, aggregates, outer columns, over a join), their tables change
 windows as the outer one. Lists with duplicate and NULL elements, empty and NULL lists, NULL
 and reversed series bounds. Each scenario is maintained through windows that insert, delete
 and update the tables, compared with recomputation after every refresh, with and without
-``schema=`` and through ``auto`` as well as forced maintenance.
+``schema=`` and through ``auto`` as well as forced maintenance (each scenario by one of those
+paths in turn; by every one under ``DUCKSTREAM_DEEP=1``).
 
 ``tests/spark/test_spark_lateral.py`` runs some of them on Spark + Iceberg.
 """
@@ -17,8 +18,6 @@ import pytest
 
 from duckstream import UnsupportedSQLError, compile_ivm
 from duckstream.testing.differential import (
-    DUCKLAKE_PATH_IDS,
-    DUCKLAKE_PATHS,
     Column,
     Cycle,
     Delete,
@@ -28,6 +27,7 @@ from duckstream.testing.differential import (
     Update,
     run_on_ducklake,
 )
+from strategies import ducklake_runs  # tests/ is on sys.path (its conftest)
 
 T = TableSpec(
     "t",
@@ -211,8 +211,11 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-@pytest.mark.parametrize(("strategy", "schema"), DUCKLAKE_PATHS, ids=DUCKLAKE_PATH_IDS)
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+# Each scenario by one of the paths users run, in turn (every path under DUCKSTREAM_DEEP).
+RUNS, RUN_IDS = ducklake_runs(SCENARIOS)
+
+
+@pytest.mark.parametrize(("name", "strategy", "schema"), RUNS, ids=RUN_IDS)
 def test_lateral_function(tmp_path, name, strategy, schema):
     run_on_ducklake(str(tmp_path / "lake"), SCENARIOS[name], strategy, schema)
 

@@ -133,3 +133,24 @@ def test_layers_import_downward_only() -> None:
             if module == layer or module.startswith(layer + "."):
                 bad = {d for d in deps if d.startswith(forbidden)}
                 assert not bad, f"{module} imports {sorted(bad)} (a layer above it)"
+
+
+def _imported_roots(path: Path) -> set[str]:
+    """The top-level names of every module ``path`` imports (anywhere in the file)."""
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_shipped_code_does_not_import_hypothesis() -> None:
+    """Hypothesis (a dev dependency) is for the tests alone: its generators live in
+    ``tests/strategies.py``, and nothing the package ships, nor the benchmarks, imports it."""
+    shipped = [ROOT, ROOT.parent.parent / "bench", ROOT.parent.parent / "dbt_duckstream"]
+    paths = [p for directory in shipped for p in directory.rglob("*.py")]
+    assert len(paths) > 50
+    bad = sorted(str(p) for p in paths if "hypothesis" in _imported_roots(p))
+    assert not bad, f"these import hypothesis: {bad}"

@@ -21,7 +21,10 @@ from duckstream.engines.base import MULT, Source, Target, Version
 from duckstream.engines.ducklake.engine import DuckLakeEngine
 from duckstream.normalize import normalize
 from duckstream.testing.differential import TableSpec, as_multiset, sql_literal
-from duckstream.testing.strategies import (
+from duckstream.tree.base import Context
+from duckstream.tree.build import build_relation
+from duckstream.tree.columns import table_key
+from strategies import (  # tests/ is on sys.path (its conftest)
     SHAPES,
     constant_views,
     lateral_views,
@@ -30,9 +33,6 @@ from duckstream.testing.strategies import (
     tables,
     views,
 )
-from duckstream.tree.base import Context
-from duckstream.tree.build import build_relation
-from duckstream.tree.columns import table_key
 
 
 class PlainTables(DuckLakeEngine):

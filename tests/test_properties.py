@@ -16,9 +16,10 @@ that insert rows and then update or delete them; sources renamed away, replaced 
 deliberately broken delta rule, which the properties must catch.
 
 Depth (environment):
-- ``DUCKSTREAM_EXAMPLES=<n>``: examples per test, for every test here (default: 30 for the
+- ``DUCKSTREAM_EXAMPLES=<n>``: examples per test, for every test here (default: 12 for the
   shape / aggregate / join tests, 6 for each widened-grammar, transaction and rename
-  test, so CI stays fast);
+  test, so CI stays fast: ``tests/test_operators.py`` checks each operator's delta rule on
+  more cases in memory);
 - ``DUCKSTREAM_DEEP=1``: the deep run (500 per shape / aggregate / join test, 2000 per
   widened-grammar test, unless DUCKSTREAM_EXAMPLES says otherwise); not derandomized;
   also runs the broken-delta-rule checks (alone: ``DUCKSTREAM_BROKEN_RULES=1``, ~2.5 min).
@@ -46,12 +47,13 @@ from duckstream.testing.differential import (
     tables_schema,
 )
 from duckstream.testing.ducklake import attach_ducklake, connect_ducklake
-from duckstream.testing.strategies import (
+from strategies import (  # tests/ is on sys.path (its conftest)
     AGGREGATES,
     CONSTRUCTS,
     SHAPES,
     construct_views,
     cycles,
+    examples,
     named_tables,
     rows,
     tables,
@@ -61,6 +63,9 @@ from duckstream.testing.strategies import (
 _DEEP = bool(os.environ.get("DUCKSTREAM_DEEP"))
 WIDE_EXAMPLES = int(os.environ.get("DUCKSTREAM_EXAMPLES") or (2000 if _DEEP else 6))
 wide = settings(max_examples=WIDE_EXAMPLES)
+# the shape / aggregate / join tests: each on real catalogs, the same rules checked in memory
+# by tests/test_operators.py
+lake = settings(max_examples=examples(12, 500))
 
 # DuckLake's data_inlining_row_limit: off (every change a file), the default, 1000
 INLINING = [0, None, 1000]
@@ -124,19 +129,21 @@ def check_with(scenario, policy: Policy | None) -> None:
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_single_table_view_shape(shape):
-    given(scenarios(1, shape=shape))(check)()
+    lake(given(scenarios(1, shape=shape))(check))()
 
 
 @pytest.mark.parametrize("kind", AGGREGATES)
 def test_single_table_aggregate(kind):
-    given(scenarios(1, kind=kind))(check)()
+    lake(given(scenarios(1, kind=kind))(check))()
 
 
+@lake
 @given(scenarios(2))
 def test_two_table_joins_with_simultaneous_changes(scenario):
     check(scenario)
 
 
+@lake
 @given(scenarios(3))
 def test_three_table_joins(scenario):
     check(scenario)
@@ -147,9 +154,10 @@ def test_two_table_outer_joins(shape):
     """LEFT / RIGHT / FULL joins (mixed with inner and CROSS joins, ON conditions over one
     side, USING, a LEFT JOIN to a per-key aggregate) under each kind of view, and under an
     aggregate or DISTINCT inside a derived table (``nested``, TPC-H Q13's shape)."""
-    given(scenarios(2, shape=shape, outer=True))(check)()
+    lake(given(scenarios(2, shape=shape, outer=True))(check))()
 
 
+@lake
 @given(scenarios(3, outer=True))
 def test_three_table_outer_joins(scenario):
     check(scenario)
@@ -161,6 +169,7 @@ def test_widened_grammar(construct):
 
 
 @pytest.mark.parametrize("table_count", [1, 2])
+@lake
 @given(overhead=st.integers(0, 60), margin=st.sampled_from([0.25, 1.0]), data=st.data())
 def test_auto_copying_the_changes_first(table_count, overhead, margin, data):
     """``auto`` copying every updated source's changes before it decides (any copy is cheap

@@ -9,7 +9,7 @@ from collections import Counter
 
 import duckdb
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from duckstream.compiler import compile_ivm
@@ -29,6 +29,7 @@ from duckstream.testing.differential import (
     tables_schema,
 )
 from duckstream.testing.ducklake import connect_ducklake
+from strategies import examples  # tests/ is on sys.path (its conftest)
 from test_operators import relation_of  # tests/ is on sys.path (its conftest)
 
 EDGES = [Column("src", "INTEGER"), Column("dst", "INTEGER"), Column("w", "INTEGER")]
@@ -218,15 +219,24 @@ def check_lake(scenario, tmp_path_factory) -> None:
         con.close()
 
 
+# Fewer examples than the delta tests above (which check the same rules in memory): each runs
+# a refresh loop on a real catalog; DUCKSTREAM_DEEP runs 500.
+on_lake = settings(max_examples=examples(10, 500))
+
+
 def test_bag_recursion_maintained_on_ducklake(tmp_path_factory):
-    given(lake_scenarios(BAG_VIEWS, acyclic=True))(
-        lambda scenario: check_lake(scenario, tmp_path_factory)
+    on_lake(
+        given(lake_scenarios(BAG_VIEWS, acyclic=True))(
+            lambda scenario: check_lake(scenario, tmp_path_factory)
+        )
     )()
 
 
 def test_set_recursion_maintained_on_ducklake_with_cycles(tmp_path_factory):
-    given(lake_scenarios(SET_VIEWS, acyclic=False))(
-        lambda scenario: check_lake(scenario, tmp_path_factory)
+    on_lake(
+        given(lake_scenarios(SET_VIEWS, acyclic=False))(
+            lambda scenario: check_lake(scenario, tmp_path_factory)
+        )
     )()
 
 

@@ -7,13 +7,14 @@ use of the clock rebuilds when its value moved, and says why. The oracle is the 
 SQL with each time function written as a literal of the clock (a template's ``{today}``,
 ``{now}``), evaluated by DuckDB: it shares nothing with the compiler's rewrite.
 
-Depth: ``DUCKSTREAM_EXAMPLES=<n>`` examples for the property (default 25).
+Depth: ``DUCKSTREAM_EXAMPLES=<n>`` examples for the property on DuckLake (default 10, 300
+under ``DUCKSTREAM_DEEP=1``) and four times that for the delta rule checked in memory
+(default 100, 1200 deep).
 """
 
 from __future__ import annotations
 
 import datetime
-import os
 from collections import Counter
 
 import duckdb
@@ -43,6 +44,7 @@ from duckstream.testing.differential import (
 from duckstream.testing.ducklake import connect_ducklake
 from duckstream.tree.base import Context
 from duckstream.tree.build import build_relation
+from strategies import examples  # tests/ is on sys.path (its conftest)
 
 START = datetime.datetime(2026, 1, 10, 12, 0, tzinfo=datetime.UTC)
 
@@ -337,7 +339,7 @@ def test_without_a_set_clock_the_refresh_reads_now(harness):
 
 # -- the property: random windows, the clock moving by random amounts ---------------------
 
-EXAMPLES = int(os.environ.get("DUCKSTREAM_EXAMPLES") or 25)
+EXAMPLES = examples(10, 300)
 
 _batch = st.lists(
     st.one_of(
@@ -446,7 +448,7 @@ OPERATOR_VIEWS = [
 ]
 
 
-@settings(max_examples=EXAMPLES * 4, deadline=None)
+@settings(max_examples=4 * examples(25, 300), deadline=None)
 @given(
     view=st.sampled_from(OPERATOR_VIEWS),
     old_rows=st.lists(

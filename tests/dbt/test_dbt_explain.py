@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from duckstream.demo_dbt import Shop
 from duckstream.engines.ducklake.status import views_status
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
+    """The shop's sources and ``revenue_per_day`` built with what it reads (all these tests
+    use; the conftest's ``shop`` builds the whole project)."""
+    shop = Shop.create(tmp_path_factory.mktemp("shop"))
+    shop.setup_sources()
+    built = shop.dbt("build", "--select", "+revenue_per_day")
+    assert built.success, built.nodes
+    assert "revenue_per_day" in built.nodes, built.nodes
+    yield shop
 
 
 def test_explain_operation_prints_how_a_model_is_maintained(shop: Shop) -> None:

@@ -8,6 +8,7 @@ project (module fixture `shop`) and leave it equivalent for the next.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -59,8 +60,13 @@ def write(shop: Shop, path: str, sql: str) -> Path:
     return target
 
 
+# Two change cycles show a model maintained from the cursor the last run left; the deep run
+# (DUCKSTREAM_DEEP=1) adds a third.
+BATCHES = (1, 2, 3) if os.environ.get("DUCKSTREAM_DEEP") else (1, 2)
+
+
 def test_change_cycles_are_maintained_incrementally(shop: Shop) -> None:
-    for batch in (1, 2, 3):
+    for batch in BATCHES:
         shop.apply_changes(batch)
         build = shop.dbt("build", *MAINTAINED)
         assert_equivalent(build)

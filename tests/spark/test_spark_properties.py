@@ -25,7 +25,7 @@ from duckstream.testing.spark_harness import (
     spark_all,
     spark_windows,
 )
-from duckstream.testing.strategies import CONSTRUCTS, rework_rows
+from strategies import CONSTRUCTS, rework_rows  # tests/ is on sys.path (its conftest)
 from test_properties import scenarios  # tests/ is on sys.path (its conftest)
 
 pytestmark = pytest.mark.spark

@@ -16,7 +16,6 @@ pytestmark = pytest.mark.spark
 DEFAULT = [
     "qualified_star_in_join",
     "star_over_quoted_names_in_cte",
-    "star_over_table",
 ]
 
 

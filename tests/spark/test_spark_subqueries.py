@@ -3,8 +3,10 @@ view SQL (transpiled), run at once by the ``outcomes`` fixture (``tests/spark/co
 rows after every refresh compared with recomputation.
 
 By default a representative few (``chosen``): a correlated EXISTS, NOT IN's NULL semantics, a
-correlated scalar AVG, an integer sum times a DECIMAL literal over a sum, a tuple IN, a
-refused quantified comparison and quoted mixed-case names; their rules are proven on DuckLake.
+correlated scalar AVG, an integer sum times a DECIMAL literal over a sum and a refused
+quantified comparison; their rules are proven on DuckLake. A tuple IN (a join on two keys) and
+quoted mixed-case names (rendered on Spark by ``test_spark_star``'s and
+``test_spark_regressions``' scenarios) run with the rest.
 ``DUCKSTREAM_SPARK_ALL=1`` runs every one (a subquery correlated by ``<>`` or ``<`` reads the
 outer table twice and costs several times the others).
 """
@@ -21,9 +23,7 @@ pytestmark = pytest.mark.spark
 DEFAULT = [
     "exists",
     "greater_than_all",
-    "in_tuple",
     "not_in_correlated",
-    "quoted_mixed_case",
     "scalar_correlated_avg",
     "share_of_total",
 ]

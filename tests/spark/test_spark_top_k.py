@@ -13,12 +13,11 @@ from test_top_k import SCENARIOS  # tests/ is on sys.path (its conftest)
 pytestmark = pytest.mark.spark
 
 
-# One of each kind by default; DUCKSTREAM_SPARK_ALL=1 runs every scenario (``chosen``).
+# One of each kind by default (DISTINCT ON: ``test_distinct_on_written_for_spark`` maintains
+# distinct_on_latest_per_group's view); DUCKSTREAM_SPARK_ALL=1 runs every scenario (``chosen``).
 DEFAULT = [
-    "distinct_on_latest_per_group",
     "limit_and_offset_nulls_first",
     "top_3_with_ties",
-    "top_groups_by_an_aggregate",
 ]
 
 

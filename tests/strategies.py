@@ -4,18 +4,26 @@ deleted in one window, several tables changing together).
 
 Values come from small domains so that duplicates, group collisions, join partners and
 predicate flips are common; shrinking then ends at a few rows and a short view.
+
+Test code (Hypothesis is a dev dependency): it lives beside the tests, imported as
+``strategies`` (``tests/`` is on ``sys.path`` through its conftest, for ``tests/spark`` too).
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
+import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import strategies as st
 
 from duckstream.testing.differential import (
+    DUCKLAKE_PATH_IDS,
+    DUCKLAKE_PATHS,
     UNORDERED_SEPARATOR,
     Column,
     Delete,
@@ -25,6 +33,35 @@ from duckstream.testing.differential import (
     quote_ident,
     sql_literal,
 )
+
+
+def examples(default: int, deep: int) -> int:
+    """Examples per property test: ``DUCKSTREAM_EXAMPLES`` when set, else ``deep`` under
+    ``DUCKSTREAM_DEEP=1`` (``make test-deep``), else ``default`` (``make test``). An example
+    on real DuckLake catalogs costs far more than the same delta rule checked in memory by
+    ``tests/test_operators.py``: the default run proves the rules there, the lake runs fewer."""
+    if os.environ.get("DUCKSTREAM_EXAMPLES"):
+        return int(os.environ["DUCKSTREAM_EXAMPLES"])
+    return deep if os.environ.get("DUCKSTREAM_DEEP") else default
+
+
+def ducklake_runs(names: Iterable[str]) -> tuple[list[tuple[str, str, Any]], list[str]]:
+    """``(name, strategy, schema)`` for each run of a module's fixed scenarios on DuckLake, and
+    the runs' ids (``name-path``). Under ``DUCKSTREAM_DEEP=1`` every scenario by every path
+    of ``DUCKLAKE_PATHS`` (forced without and with ``schema=``, ``auto``); by default each
+    scenario by one path, the paths taken in turn over the sorted names, so each path still
+    runs a third of the module's scenarios (the delta rules themselves are checked in memory
+    by ``tests/test_operators.py``)."""
+    paths = list(zip(DUCKLAKE_PATHS, DUCKLAKE_PATH_IDS, strict=True))
+    deep = bool(os.environ.get("DUCKSTREAM_DEEP"))
+    runs = [
+        (name, path, path_id)
+        for i, name in enumerate(sorted(names))
+        for j, (path, path_id) in enumerate(paths)
+        if deep or j == i % len(paths)
+    ]
+    return [(name, *path) for name, path, _ in runs], [f"{name}-{pid}" for name, _, pid in runs]
+
 
 TYPES = ["INTEGER", "DECIMAL(10,2)", "DOUBLE", "VARCHAR", "DATE", "BOOLEAN"]
 NUMERIC = {"INTEGER", "DECIMAL(10,2)", "DOUBLE"}
