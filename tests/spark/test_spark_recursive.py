@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import pytest
 
-from duckstream.testing.differential import Insert, TableSpec
-from duckstream.testing.spark_harness import SparkHarness, chosen, expect_outcome
+from duckstream.engines.iceberg.runner import refresh
+from duckstream.plan import IVMPlan
+from duckstream.testing.differential import FROM_CATALOG, Insert, TableSpec, run_scenario
+from duckstream.testing.spark_harness import (
+    SparkHarness,
+    chosen,
+    expect_outcome,
+    fewer_windows,
+    spark_windows,
+)
 from test_recursive import EDGES, REACH, ROOTS, SCENARIOS  # tests/ is on sys.path
 
 pytestmark = pytest.mark.spark
@@ -39,3 +47,26 @@ def test_a_cycle_under_union_all_fails_at_the_depth_bound_on_spark(spark) -> Non
     with pytest.raises(Exception, match="max_recursion_depth"):
         harness.refresh(plan)
     assert sorted(harness.rows(plan.query_mv)) == [(0,), (1,), (2,)]
+
+
+class AutoHarness(SparkHarness):
+    """Refreshes as users run them: ``strategy="auto"`` (on tables this small, a rebuild:
+    the recursion iterated in the fill), then forced maintenance on the next."""
+
+    strategies: list[str]
+
+    def refresh(self, plan: IVMPlan) -> None:
+        report = refresh(
+            self.spark, plan, strategy="auto" if len(self.strategies) % 2 else "incremental"
+        )
+        self.strategies.append(report.strategy)
+
+
+def test_compiled_with_schema_refreshed_auto_on_spark(spark) -> None:
+    """``schema=`` (as dbt compiles) and ``auto`` alternating with forced maintenance."""
+    scenario = SCENARIOS["reachability_with_cycles"]
+    harness = AutoHarness(spark.newSession())
+    harness.strategies = []
+    cycles = fewer_windows(scenario.cycles, spark_windows())
+    run_scenario(harness, scenario.tables, scenario.view, cycles, schema=FROM_CATALOG)
+    assert harness.strategies[0] == "incremental", harness.strategies
