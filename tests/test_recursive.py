@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from duckstream.compiler import compile_ivm
 from duckstream.engines.base import Version
 from duckstream.errors import UnsupportedSQLError
+from duckstream.explain import explain
 from duckstream.plan import Iterate
 from duckstream.testing.differential import (
     Column,
@@ -298,6 +299,18 @@ def test_iterated_on_spark(kind):
         assert not any("WITH RECURSIVE" in s.upper() for s in statements)
         assert any(iterate.table.name in s and "${k-1}" in s for s in statements)
     assert "WITH RECURSIVE" not in plan.create_mv.upper()
+    # the iterations read the edges (at the end snapshot): auto's cost model weighs them
+    assert "dl.main.edges" in {r.table for r in plan.maintain_reads or []}
+    (cte,) = [
+        o
+        for o in explain(REACH.format(kind=kind), dialect="spark").operators
+        if o.operator == "recursive CTE"
+    ]
+    assert "iterated by the runner" in cte.rule
+    (cte,) = [
+        o for o in explain(REACH.format(kind=kind)).operators if o.operator == "recursive CTE"
+    ]
+    assert "engine's own WITH RECURSIVE" in cte.rule
 
 
 def test_a_recursive_cte_that_reads_no_table_joined_to_one(lake):

@@ -156,6 +156,10 @@ def render(step: Step) -> list[str]:
 class IcebergEngine(Engine):
     dialect = DIALECT
     grand_total_over_no_rows = False
+    recursion = (
+        "iterated by the runner, an Iterate step per recursion in the fill and the refresh"
+        " (Spark 3.5 has no WITH RECURSIVE)"
+    )
 
     def __init__(self) -> None:
         super().__init__()
