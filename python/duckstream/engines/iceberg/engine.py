@@ -317,6 +317,9 @@ class IcebergEngine(Engine):
         return f"SELECT {lit(where)} AS cursors"
 
     def render(self, step: Step) -> list[str]:
+        # the plan is rendered once it is whole: a recursion's steps not placed by then
+        # would leave a statement reading a temp view nothing makes
+        assert not self.hoisted, "recursive CTE steps made but not placed in the plan"
         return render(step)
 
     def drop(self, table: exp.Table) -> Step:
