@@ -110,7 +110,11 @@ class Shop:
             ignore=shutil.ignore_patterns("target", "logs", "lake", "dbt_packages", "__pycache__"),
         )
         (root / "lake").mkdir(parents=True)
-        return cls(project, root / "lake")
+        shop = cls(project, root / "lake")
+        if (project / "packages.yml").exists():  # local packages only: no network
+            installed = shop.dbt("deps")
+            assert installed.success, installed.nodes
+        return shop
 
     def dbt(self, *args: str) -> Invocation:
         """Run one dbt command in-process (dbtRunner); the profile finds the lake by

@@ -303,7 +303,8 @@ class _Walk:
             self.node(node.right, depth + 1)
         elif isinstance(node, RecursiveCTE):
             kind = "UNION" if node.distinct else "UNION ALL"
-            self.add(depth, "recursive CTE", f"{node.name} ({kind})", node.rule)
+            rule = f"{node.rule}; {self.engine.recursion}"
+            self.add(depth, "recursive CTE", f"{node.name} ({kind})", rule)
             if node.old_rows is None:
                 self.recomputed.append(
                     f"recursive CTE {node.name}: its old state, from the sources at the cursor"

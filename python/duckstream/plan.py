@@ -77,6 +77,26 @@ class CreateTemp:
     appends_only: exp.Expr | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class Iterate:
+    """Evaluate a recursive relation by iteration, for an engine without ``WITH RECURSIVE``:
+    the temporary ``table`` (``columns``) holds ``base``'s rows and every row ``step`` derives
+    from the rows the iteration before added, ``step`` reading those as the table
+    ``previous``. Under ``distinct`` (UNION) an iteration keeps only rows not found before.
+    The loop stops at the first iteration that adds no row; one that still adds rows after
+    ``bound`` iterations fails with ``message``. The engine renders the statements of one
+    iteration and the loop's rule; its runner runs the loop. Compared by identity."""
+
+    table: exp.Table
+    columns: tuple[str, ...]
+    base: exp.Expr
+    step: exp.Expr
+    previous: str
+    distinct: bool
+    bound: int
+    message: str
+
+
 @dataclass(frozen=True)
 class PinSnapshot:
     """Pin the snapshots a build reads and the run-time values that follow from them (one
@@ -160,7 +180,7 @@ class Cleanup:
 
 
 Step = (Sql | Begin | Commit | CreateTemp | PinSnapshot | PinWindow | SetValues | StopUnless) | (
-    Applied | Measure | CommitWith | Cleanup
+    Applied | Measure | CommitWith | Cleanup | Iterate
 )
 
 
@@ -168,7 +188,7 @@ def with_cleanup(steps: Sequence[Step], drop: Callable[[exp.Table], Step]) -> li
     """``steps`` followed by the clean-up of every temporary object they create."""
     tables: dict[exp.Table, None] = {}  # in order, each once (tables compare by content)
     for step in steps:
-        if isinstance(step, CreateTemp):
+        if isinstance(step, CreateTemp | Iterate):
             tables[step.table] = None
         elif isinstance(step, Sql) and step.creates is not None:
             tables[step.creates] = None

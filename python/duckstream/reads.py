@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from sqlglot import exp
 
 from duckstream.engines.base import Source
-from duckstream.plan import CreateTemp, Read, Step
+from duckstream.plan import CreateTemp, Iterate, Read, Step
 
 
 def source_reads(
@@ -63,10 +63,13 @@ def source_reads(
             # A change copy reads the feed, weighed on its own by the cost model; the time
             # travel in it re-reads only rowids a snapshot lists twice, a handful at most.
             continue
-        tree = step.query if isinstance(step, CreateTemp) else step
-        if not isinstance(tree, exp.Expr):
-            continue
-        for table in tree.find_all(exp.Table):
+        if isinstance(step, Iterate):  # a recursion iterated: its base and recursive terms
+            trees: list[object] = [step.base, step.step]
+        else:
+            trees = [step.query if isinstance(step, CreateTemp) else step]
+        for table in (
+            t for tree in trees if isinstance(tree, exp.Expr) for t in tree.find_all(exp.Table)
+        ):
             name = by_key.get((table.catalog, table.db, table.name))
             if name is not None and not _only_nulls(table):
                 reads.append(Read(name, guards_around(table, flags), _whole(table, by_key)))

@@ -20,6 +20,10 @@ BASE = "_ivmrec_base"
 STEP = "_ivmrec_step"  # UNION ALL
 STEP_SET = "_ivmrec_stepset"  # UNION
 SELF = "_ivmrec_self"
+# the meta key of a ``WITH RECURSIVE`` the operator tree writes (``tree.recursive``): its
+# depth bound and the error beyond it, ``(max_recursion_depth, message)``, for an engine that
+# evaluates the recursion by iterating it (Spark) to stop at the same bound
+BOUND = "recursion_bound"
 
 
 def parts(query: exp.Expr) -> tuple[exp.Query, exp.Select, bool] | None:

@@ -112,8 +112,9 @@ class Engine(ABC):
     # True when restrictions to keys are better spelled as uncorrelated semi-joins, also
     # pushed into derived tables grouped by the key (:func:`duckstream.tree.base.key_semijoins`)
     key_semijoins = False
-    # whether the engine evaluates WITH RECURSIVE (``tree.recursive``)
+    # whether the engine evaluates WITH RECURSIVE (``tree.recursive``), and how (``explain``)
     recursive_ctes = True
+    recursion = "evaluated by the engine's own WITH RECURSIVE"
     # True when a CTE read more than once has its delta and states computed once per refresh
     # into temporary tables (:mod:`duckstream.tree.shared_cte`); else each reference inlines.
     shares_ctes = False

@@ -52,6 +52,7 @@ from sqlglot import exp
 
 from duckstream.engines.base import MULT, Source, Version
 from duckstream.expressions import aliased, ident
+from duckstream.recursion import BOUND
 from duckstream.tree.base import Context, Leaf, Relation, union_all
 from duckstream.tree.project import Project
 
@@ -102,8 +103,12 @@ def _cte(name: str, columns: Sequence[str], query: exp.Expr) -> exp.CTE:
     return exp.CTE(this=query, alias=alias)
 
 
-def _with(ctes: list[exp.CTE], query: exp.Select) -> exp.Select:
-    query.set("with_", exp.With(expressions=ctes, recursive=True))
+def _with(ctes: list[exp.CTE], query: exp.Select, bound: tuple[int, str]) -> exp.Select:
+    """``WITH RECURSIVE ctes query``, marked with its depth bound and the error beyond it
+    (:data:`~duckstream.recursion.BOUND`: an engine that iterates the recursion stops there)."""
+    with_ = exp.With(expressions=ctes, recursive=True)
+    with_.meta[BOUND] = bound
+    query.set("with_", with_)
     return query
 
 
@@ -182,14 +187,19 @@ class RecursiveCTE(Relation):
     def _mult(self) -> exp.Column:
         return exp.column(MULT, table=self.reference.name)
 
-    def _depth_check(self, ctx: Context) -> exp.Expr:
-        """TRUE, or the engine's error once a row is deeper than the setting allows."""
-        limit = exp.Literal.number(ctx.max_recursion_depth)
+    def _bound(self, ctx: Context) -> tuple[int, str]:
+        """The depth bound and the error beyond it."""
         message = (
             f"duckstream: recursive CTE {self.name} ran more than {ctx.max_recursion_depth}"
             " steps (max_recursion_depth); under UNION ALL a cycle never ends: use UNION, or"
             " raise the setting"
         )
+        return ctx.max_recursion_depth, message
+
+    def _depth_check(self, ctx: Context) -> exp.Expr:
+        """TRUE, or the engine's error once a row is deeper than the setting allows."""
+        limit = exp.Literal.number(ctx.max_recursion_depth)
+        message = self._bound(ctx)[1]
         too_deep = exp.GT(this=exp.column(DEPTH), expression=limit)
         return exp.Case(ifs=[exp.If(this=too_deep, true=ctx.engine.raise_error(message))]).else_(
             exp.true()
@@ -209,14 +219,14 @@ class RecursiveCTE(Relation):
         base = _wrapped(self.base.state(ctx, version), "_ivm_b")
         if self.distinct:
             body = exp.union(base, union_all(self._over(ctx, version, name)), distinct=True)
-            return _with([_cte(name, self.names, body)], _all(name))
+            return _with([_cte(name, self.names, body)], _all(name), self._bound(ctx))
         base.select(exp.alias_(exp.Literal.number(0), DEPTH), copy=False)
         item, bound = self._deeper(ctx)
         step = union_all(self._over(ctx, version, name, [item], [bound]))
         body = exp.union(base, step, distinct=False)
         query = exp.select(*(exp.column(ident(c)) for c in self.names)).from_(_table(name))
         query.where(self._depth_check(ctx), copy=False)
-        return _with([_cte(name, [*self.names, DEPTH], body)], query)
+        return _with([_cte(name, [*self.names, DEPTH], body)], query, self._bound(ctx))
 
     def delta(self, ctx: Context) -> exp.Query:
         return self._set_delta(ctx) if self.distinct else self._bag_delta(ctx)
@@ -239,7 +249,7 @@ class RecursiveCTE(Relation):
         )
         columns = [exp.column(ident(c)) for c in [*self.names, MULT]]
         query = exp.select(*columns).from_(_table(found)).where(self._depth_check(ctx))
-        return _with(ctes, query)
+        return _with(ctes, query, self._bound(ctx))
 
     def _set_delta(self, ctx: Context) -> exp.Query:
         old, based, stepped, over, kept, found = self._names(
@@ -312,6 +322,7 @@ class RecursiveCTE(Relation):
         return _with(
             ctes,
             exp.select("*").from_(aliased(exp.union(added, removed, distinct=False), "_ivm_d")),
+            self._bound(ctx),
         )
 
 

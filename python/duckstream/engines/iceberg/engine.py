@@ -56,6 +56,7 @@ from duckstream.engines.iceberg.dialect import (
     variable,
 )
 from duckstream.engines.iceberg.lateral import check_lateral
+from duckstream.engines.iceberg.recursion import hoist, render_iterate, unrolled
 from duckstream.engines.iceberg.series import check_series
 from duckstream.engines.iceberg.unsupported import check_view, check_written
 from duckstream.engines.iceberg.window import (
@@ -67,6 +68,7 @@ from duckstream.engines.iceberg.window import (
     WindowSource,
 )
 from duckstream.errors import UnsupportedSQLError
+from duckstream.expressions import RaiseError
 from duckstream.plan import (
     Applied,
     Begin,
@@ -74,6 +76,7 @@ from duckstream.plan import (
     Commit,
     CommitWith,
     CreateTemp,
+    Iterate,
     PinSnapshot,
     PinWindow,
     SetValues,
@@ -122,6 +125,8 @@ def render(step: Step) -> list[str]:
         return []
     if isinstance(step, CreateTemp):
         return [_create_temp(step)]
+    if isinstance(step, Iterate):
+        return render_iterate(step, lambda query: query.sql(dialect=DIALECT))
     if isinstance(step, PinSnapshot | PinWindow | SetValues):
         query = value_query(step)
         names = _ALIAS.findall(query)
@@ -150,9 +155,59 @@ def render(step: Step) -> list[str]:
 
 class IcebergEngine(Engine):
     dialect = DIALECT
-    # Spark 3.5 has no WITH RECURSIVE: refused by name (iterating in the runner is left)
-    recursive_ctes = False
     grand_total_over_no_rows = False
+    recursion = (
+        "iterated by the runner, an Iterate step per recursion in the fill and the refresh"
+        " (Spark 3.5 has no WITH RECURSIVE)"
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        # The steps of the recursive CTEs (``.recursion``) read by the statements made so
+        # far and not yet placed in the plan: a fill's go before its commit (populate), a
+        # refresh's after its window is pinned (prepare_changes).
+        self.hoisted: list[Step] = []
+        self._recursions = 0
+
+    # -- recursive CTEs: iterated (.recursion) -----------------------------------------------
+    def _hoisted(self, expression: exp.Expr) -> exp.Expr:
+        """``expression`` reading the temp views of its recursive CTEs, their steps kept in
+        :attr:`hoisted` until placed."""
+        if not any(w.args.get("recursive") for w in expression.find_all(exp.With)):
+            return expression
+
+        def temp(name: str) -> exp.Table:
+            self._recursions += 1
+            return self.temp_table(f"_ivm_{self.slug()}_rec{self._recursions}_{name}")
+
+        query, steps = hoist(expression, temp)
+        self.hoisted += steps
+        return query
+
+    def _placed(self) -> list[Step]:
+        steps, self.hoisted = self.hoisted, []
+        return steps
+
+    def sql(self, expression: exp.Expr) -> str:
+        return super().sql(self._hoisted(expression))
+
+    def statement(self, expression: exp.Expr) -> Step:
+        if isinstance(expression, exp.Create):  # a table of no rows: no step comes before it
+            return Sql(super().sql(unrolled(expression)))
+        return super().statement(expression)
+
+    def create_temp(
+        self, table: exp.Table, query: exp.Expr, changes_of: Source | None = None
+    ) -> Step:
+        return super().create_temp(table, self._hoisted(query), changes_of)
+
+    def prepare_changes(self) -> list[Step]:
+        """The steps of the recursive CTEs the refresh's statements read (made as the sink
+        made them, before this is called)."""
+        return self._placed()
+
+    def raise_error(self, message: str) -> exp.Expr:
+        return RaiseError(this=exp.Literal.string(message))
 
     def pin_types(self, select: exp.Select, schema: dict | None) -> exp.Select:
         """Decimal SUM / AVG cast to the type Spark gives them (:mod:`.decimals`): a running
@@ -262,6 +317,9 @@ class IcebergEngine(Engine):
         return f"SELECT {lit(where)} AS cursors"
 
     def render(self, step: Step) -> list[str]:
+        # the plan is rendered once it is whole: a recursion's steps not placed by then
+        # would leave a statement reading a temp view nothing makes
+        assert not self.hoisted, "recursive CTE steps made but not placed in the plan"
         return render(step)
 
     def drop(self, table: exp.Table) -> Step:
@@ -453,7 +511,8 @@ class IcebergEngine(Engine):
             raise AssertionError("expected one INSERT to populate the view")
         overwrite = inserts[0].copy()
         overwrite.set("overwrite", True)
-        return [self._properties(self.sql(overwrite))]
+        commit = self._properties(self.sql(overwrite))
+        return [*self._placed(), commit]
 
     def temp_table(self, name: str) -> exp.Table:
         return exp.table_(name)  # a temp view: session-scoped, one-part name

@@ -31,10 +31,12 @@ like :func:`duckstream.engines.ducklake.runner.refresh` on DuckLake.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -46,6 +48,7 @@ from duckstream.engines.iceberg.dialect import DIALECT, quoted
 from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION, render, value_query
 from duckstream.engines.iceberg.estimate import choose, estimate_window
 from duckstream.engines.iceberg.pinned_commit import into_branch, pinned_commit
+from duckstream.engines.iceberg.recursion import ITERATION, LAST, PREVIOUS
 from duckstream.engines.iceberg.session import sql_with_commit_properties
 from duckstream.engines.iceberg.unsupported import AVG_MAX_SCALE, avg_message
 from duckstream.engines.iceberg.window import (
@@ -68,6 +71,7 @@ from duckstream.plan import (
     Commit,
     CommitWith,
     CreateTemp,
+    Iterate,
     IVMPlan,
     PinSnapshot,
     PinWindow,
@@ -80,7 +84,7 @@ from duckstream.refresh import Phase, Policy, RefreshReport, check_strategy
 from duckstream.sinks.bag import APPENDS_REMOVE
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 # Spark's runtime group filter makes a MERGE into an Iceberg table first find, in jobs of
 # their own, the data files holding matched rows, so that it rewrites only those: worth it
@@ -93,6 +97,7 @@ SMALL_VIEW_BYTES = 16 << 20
 _PLACEHOLDER = re.compile(r"\$\{(duckstream\.[A-Za-z0-9_.]+)\}")
 _SAFE_VALUE = re.compile(r"^-?[0-9]+$|^true$|^false$")
 _REBUILD = re.compile(r"duckstream: rebuild required: [^\n]*")
+_VIEW = re.compile(r"CREATE OR REPLACE TEMPORARY VIEW (\S+) AS (.*)", re.DOTALL)
 # Iceberg's own errors for windows its changelog cannot read (a race past the plan's checks).
 _ICEBERG_REBUILD = {
     "Delete files are currently not supported in changelog scans": (
@@ -123,7 +128,8 @@ class Run:
     view_bytes: int = 0
     pinned_view: int | None = None  # the view's snapshot its cursors were read from
     entry: Callable[[], Entry] | None = None  # the history entry its commit carries
-    pending: dict[str, CreateTemp] = field(default_factory=dict)  # temp views not made yet
+    # temp views not made yet
+    pending: dict[str, CreateTemp | Iterate] = field(default_factory=dict)
 
     def create_read(self, spark: SparkSession, text: str) -> None:
         """Create the pending temp views ``text`` reads (and those they read), first. A
@@ -134,6 +140,9 @@ class Run:
         for name in [n for n in self.pending if re.search(rf"\b{re.escape(n)}\b", text)]:
             step = self.pending.pop(name, None)
             if step is None:  # made already, as another pending view read it
+                continue
+            if isinstance(step, Iterate):
+                iterate(spark, self, step)
                 continue
             (statement,) = render(step)
             statement = self.substitute(statement)
@@ -205,7 +214,7 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
     if isinstance(step, Sql) and step.creates is not None and step.creates.name in run.unchanged:
         register_no_changes(spark, step.creates.name, run.unchanged[step.creates.name])
         return True
-    if isinstance(step, CreateTemp):
+    if isinstance(step, CreateTemp | Iterate):
         run.pending[step.table.name] = step
         return True
     if isinstance(step, PinSnapshot | PinWindow | SetValues):
@@ -231,6 +240,72 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
             # a SELECT only runs when collected (checks raise errors)
             spark.sql(statement).collect()
     return True
+
+
+def iterate(spark: SparkSession, run: Run, step: Iterate) -> None:
+    """Run the loop of ``step`` (:func:`.recursion.render_iterate`), each iteration's rows
+    kept (:func:`_kept`) for the next to read, its views dropped once the result's view is
+    made (that one by the plan's clean-up)."""
+    first, upto_first, following, upto, last = render(step)
+    made: list[str] = []
+    kept: list[DataFrame] = []
+
+    def keep(statement: str, k: int) -> bool:
+        """Run a ``CREATE ... TEMPORARY VIEW name AS query`` of iteration ``k``, its rows
+        kept; whether it has any."""
+        text = run.substitute(statement.replace(ITERATION, str(k)).replace(PREVIOUS, str(k - 1)))
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+        name, query = _view(text)
+        run.create_read(spark, query)
+        frame, rows = _kept(spark, query)
+        frame.createOrReplaceTempView(name)
+        made.append(name)
+        kept.append(frame)
+        return rows > 0
+
+    done = False
+    try:
+        found = keep(first, 0)
+        keep(upto_first, 0)
+        k = 0
+        while found:
+            k += 1
+            found = keep(following, k)
+            if found and k > step.bound:
+                raise DuckstreamError(step.message)
+            keep(upto, k)
+        name, query = _view(last.replace(LAST, str(k)))
+        spark.sql(query).createOrReplaceTempView(name)  # the last view's kept rows
+        done = True
+    finally:
+        result = f"{step.table.name}_upto_{k}" if done else None
+        for name, frame in zip(made, kept, strict=True):
+            if name != result:
+                spark.catalog.dropTempView(name)
+                frame.unpersist()
+
+
+def _view(statement: str) -> tuple[str, str]:
+    """The name and query of a ``CREATE OR REPLACE TEMPORARY VIEW name AS query``."""
+    found = _VIEW.fullmatch(statement)
+    if found is None:
+        raise DuckstreamError(f"not a temporary view's statement: {statement[:200]}")
+    return found[1], found[2]
+
+
+def _kept(spark: SparkSession, query: str) -> tuple[DataFrame, int]:
+    """``query``'s rows computed once and kept in memory (spilling to disk), as a frame over
+    those rows, and how many. The frame reads an RDD of its own: no cached plan answers
+    another query (``CACHE TABLE`` would: Spark takes an Iceberg table read at two snapshots
+    for the same plan), and the next iteration's plan does not grow with the chain before it.
+    (Not ``localCheckpoint``: Spark 3.5 fails computing the constraints of some unions
+    there, ``key not found``.)"""
+    from pyspark.sql import DataFrame
+
+    frame = spark.sql(query)
+    java = spark._jsparkSession.createDataFrame(frame._jdf.rdd(), frame._jdf.schema())
+    kept = DataFrame(java, spark).persist()
+    return kept, kept.count()
 
 
 def _commit(
@@ -285,6 +360,52 @@ def _phase_name(step: Step, committed: bool, run: Run) -> str:
     return "begin" if isinstance(step, Begin) else "guard"
 
 
+class _RecursionGate:
+    """Runs of plans that iterate a recursion (:class:`Iterate`) one at a time, alone in
+    the process: while one runs, no other plan's steps run, and the others run together as
+    before. Why: with three scenarios maintained at once in one Spark context (sessions of
+    their own), a recursive view's refresh now and then left the view as it was (3 of 5 runs
+    of the full Spark matrix; never one scenario at a time), cause not found. Until it is,
+    a recursive refresh takes the Spark context alone (re-entrant in its thread)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._held = threading.local()
+
+    @contextlib.contextmanager
+    def held(self, exclusive: bool) -> Generator[None]:
+        if getattr(self._held, "depth", 0):  # nested in a run of this thread's
+            self._held.depth += 1
+            try:
+                yield
+            finally:
+                self._held.depth -= 1
+            return
+        with self._changed:
+            while self._exclusive or (exclusive and self._shared):
+                self._changed.wait()
+            if exclusive:
+                self._exclusive = True
+            else:
+                self._shared += 1
+        self._held.depth = 1
+        try:
+            yield
+        finally:
+            self._held.depth = 0
+            with self._changed:
+                if exclusive:
+                    self._exclusive = False
+                else:
+                    self._shared -= 1
+                self._changed.notify_all()
+
+
+_recursion_gate = _RecursionGate()
+
+
 def run_steps(
     spark: SparkSession,
     steps: list[Step],
@@ -305,6 +426,18 @@ def run_steps(
     failure up to it raises, the view and cursors as they were; a failure after it (no plan
     has a statement there now but the clean-up) is a warning: the refresh is applied, as on
     DuckLake."""
+    with _recursion_gate.held(any(isinstance(step, Iterate) for step in steps)):
+        return _run_steps(spark, steps, logs=logs, phases=phases, entry=entry)
+
+
+def _run_steps(
+    spark: SparkSession,
+    steps: list[Step],
+    *,
+    logs: dict[str, TableLog] | None,
+    phases: list[Phase] | None,
+    entry: Callable[[], Entry] | None,
+) -> dict[str, str]:
     run = Run(logs=logs, entry=entry)
     failed = committed = False
 

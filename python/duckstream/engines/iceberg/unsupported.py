@@ -110,13 +110,7 @@ def avg_message(scale: int, text: str) -> str:
 def check_written(view: exp.Expr) -> None:
     """Refuse ``IN (subquery)`` where Spark's FALSE for SQL's UNKNOWN would show: anywhere but
     in WHERE or HAVING through AND, OR, NOT and parentheses; and ``op ANY / ALL (subquery)``,
-    which Spark SQL does not parse (the view could not be recomputed); and ``WITH
-    RECURSIVE``, which Spark 3.5 does not have."""
-    for with_ in view.find_all(exp.With):
-        if with_.args.get("recursive"):
-            raise UnsupportedSQLError(
-                "recursive_cte", "Spark 3.5 has no recursive CTEs (WITH RECURSIVE)"
-            )
+    which Spark SQL does not parse (the view could not be recomputed)."""
     for quantified in view.find_all(exp.Any, exp.All):
         if isinstance(quantified.this, exp.Query | exp.Subquery):
             text = (quantified.parent or quantified).sql()
