@@ -86,6 +86,10 @@ class Term:
     # ``select`` then adds semi-join filters (see there).
     delta_alias: str | None = None
     delta_rows: exp.Expr | None = None
+    # rewrites the term once its conditions are all known, before ``select`` spells it: the
+    # changed leaf's delta restricted to the rows the term can join
+    # (:func:`duckstream.tree.demand.narrow_delta`)
+    narrow: Callable[[Term], Term] | None = field(default=None, compare=False)
 
     def filtered(self, *predicates: exp.Expr) -> Term:
         return replace(self, where=self.where + tuple(p.copy() for p in predicates))
@@ -98,7 +102,8 @@ class Term:
 
     def select(self, *items: exp.Expr) -> exp.Select:
         """``SELECT items FROM ... WHERE ...`` for this term."""
-        term = self.with_filters(self.semijoin_filters())
+        term = self.narrow(replace(self, narrow=None)) if self.narrow is not None else self
+        term = term.with_filters(term.semijoin_filters())
         term = term.with_filters(term.carried_filters())
         query = exp.Select(expressions=[i.copy() for i in items])
         query.set("from_", exp.From(this=term.from_.copy()))
@@ -214,6 +219,22 @@ class Term:
             )
         return filters
 
+    def aliases(self) -> list[str]:
+        """The relations' aliases, in FROM order."""
+        return [self.from_.alias_or_name] + [j.this.alias_or_name for j in self.joins]
+
+    def null_extended(self) -> set[str]:
+        """The aliases of the relations an outer join of this term may NULL-extend."""
+        names = self.aliases()
+        nullable: set[str] = set()
+        for i, join in enumerate(self.joins):
+            side = (join.side or "").upper()
+            if side in ("RIGHT", "FULL"):
+                nullable.update(names[: i + 1])
+            if side in ("LEFT", "FULL"):
+                nullable.add(names[i + 1])
+        return nullable
+
     def key_filters(
         self,
         alias: str,
@@ -245,14 +266,8 @@ class Term:
         >>> [(i, f.sql()) for i, f in term.key_filters("d", lambda c: parse_one("SELECT 1"))]
         [(None, 'l.k IN (SELECT 1)'), (1, 's.k IN (SELECT 1)')]
         """
-        names = [self.from_.alias_or_name] + [j.this.alias_or_name for j in self.joins]
-        nullable: set[str] = set()
-        for i, join in enumerate(self.joins):
-            side = (join.side or "").upper()
-            if side in ("RIGHT", "FULL"):
-                nullable.update(names[: i + 1])
-            if side in ("LEFT", "FULL"):
-                nullable.add(names[i + 1])
+        names = self.aliases()
+        nullable = self.null_extended()
         places: list[tuple[int | None, exp.Expr]] = [
             (None, c) for w in self.where for c in conjuncts(w)
         ]
@@ -260,9 +275,11 @@ class Term:
         filters: list[tuple[int | None, exp.Expr]] = []
         # (relation, column) given a filter; ``filtered``: those a carrier skips from the start
         skipped = set(filtered or ())
-        carriers: list[tuple[str, Callable[[str], exp.Query | None]]] = [(alias, keys)]
+        relations = dict(zip(names, [self.from_, *(j.this for j in self.joins)], strict=True))
+        Keys = Callable[[str], exp.Query | None]
+        carriers: list[tuple[str, Keys, Keys | None]] = [(alias, keys, None)]
         while carriers:
-            table, found_keys = carriers.pop(0)
+            table, found_keys, through = carriers.pop(0)
             for place, eq in places:
                 if not isinstance(eq, exp.EQ):
                     continue
@@ -281,6 +298,8 @@ class Term:
                     query = found_keys(mine.name)
                     if query is None:
                         continue
+                    if through is not None and _derived(relations.get(other.table)):
+                        query = through(mine.name) or query
                     target = place
                     if place is not None:
                         found = _on_or_where(self.joins[place], place, other.table, names, nullable)
@@ -291,8 +310,48 @@ class Term:
                     filters.append((target, condition))
                     skipped.add((other.table, other.name))
                     if target is None:
-                        carriers.append((other.table, _only(other.name, query)))
+                        narrowed = self._through(other.table, other.name, query, nullable)
+                        carriers.append((other.table, _only(other.name, query), narrowed))
         return filters
+
+    def _through(
+        self, table: str, column: str, keys: exp.Query, nullable: set[str]
+    ) -> Callable[[str], exp.Query | None] | None:
+        """The keys ``table.column`` carries to a grouped derived table, narrowed by
+        ``table``'s own conditions (its WHERE conjuncts on it alone) when ``table`` is a
+        source's state: ``SELECT table.column FROM <its state> WHERE <them> AND table.column
+        IN (keys)``. A derived table groups the rows of the keys it is given, so fewer keys
+        save a pass over its input; a source's state is only pruned by them (TPC-H Q17: of
+        the ~6,000 parts an append's lineitems name, four are of brand 23 in a medium box,
+        and the average quantity over lineitem is computed for those). ``None`` otherwise.
+        """
+        relation = next(
+            (r for r in [self.from_, *(j.this for j in self.joins)] if r.alias_or_name == table),
+            None,
+        )
+        if table in nullable or not (
+            isinstance(relation, exp.Subquery)
+            and isinstance(relation.this, exp.Select)
+            and source_state(relation.this)
+        ):
+            return None
+        own = [implied_on(c, table) for w in self.where for c in conjuncts(w)]
+        kept = [c for c in own if c is not None and c.find(exp.Query) is None]
+        if not kept:
+            return None
+        key = exp.column(column, table=table)
+        query = exp.select(key.copy()).from_(relation.copy())
+        query = query.where(*kept, exp.In(this=key, query=exp.paren(keys.copy())), copy=False)
+        return _only(column, query)
+
+
+def _derived(relation: exp.Expr | None) -> bool:
+    """Whether ``relation`` is a derived table other than a source's state."""
+    return (
+        isinstance(relation, exp.Subquery)
+        and isinstance(relation.this, exp.Select)
+        and not source_state(relation.this)
+    )
 
 
 def _uncorrelated(query: exp.Expr) -> bool:
@@ -324,11 +383,12 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     an append: its delta 1,524 -> 789 ms CPU; the other TPC-H joins within +-4%, Q7 +13%).
     Not in a window operator's terms (:func:`states_unfiltered`).
 
-    Only where the groups kept are whole and no others: ``t`` is grouped (DISTINCT or GROUP
-    BY) by ``y`` alone, constants aside, so the rows of one group share ``y``; nothing under
-    windows, LIMIT, grouping sets or DISTINCT ON. Over several keys DuckDB 1.5.5 planned the
-    filtered derived tables worse than the whole ones (TPC-H Q20: 1.7x slower), so those are
-    left as they are.
+    Only where the groups kept are whole and no others: ``y`` is one of the keys ``t`` is
+    grouped by (DISTINCT or GROUP BY), so the rows of one group share ``y``; nothing under
+    windows, LIMIT, grouping sets or DISTINCT ON. Over several keys too: TPC-H Q20's DISTINCT
+    of suppliers re-grouped for the changed suppliers otherwise computed its subquery (grouped
+    by part and supplier) over all of lineitem, at both snapshots (SF 1 append: 1,294 -> 983
+    ms CPU, Q21 unchanged; measured with the demand-narrowed deltas of ``tree.demand``).
 
     >>> from sqlglot import parse_one
     >>> def derived(sql):
@@ -345,6 +405,9 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     >>> t = derived("SELECT l.k AS y, sum(v) AS s FROM l GROUP BY l.k")
     >>> push_key_filter(t, parse_one("t.s IN (SELECT x FROM d)"))  # not a key: the sums change
     False
+    >>> t = derived("SELECT l.k AS y, l.j AS z, sum(v) AS s FROM l GROUP BY l.k, l.j")
+    >>> push_key_filter(t, parse_one("t.z IN (SELECT x FROM d)")), t.this.find(exp.Where).sql()
+    (True, 'WHERE l.j IN (SELECT x FROM d)')
     """
     if not (
         isinstance(condition, exp.In)
@@ -359,7 +422,7 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
         inner.args.get(k) for k in ("limit", "offset", "qualify")
     ):
         return False
-    if _FILTER_STATES.get() and _source_state(inner):
+    if _FILTER_STATES.get() and source_state(inner):
         # a source's state, ``SELECT * FROM t AT (...)``: every row keeps its columns
         column = exp.Column(this=condition.this.this.copy())
         inner.where(exp.In(this=column, query=condition.args["query"].copy()), copy=False)
@@ -386,14 +449,14 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
     else:
         return False  # not grouped: the engine pushes a filter through a projection itself
     varying = [k for k in keys if k.find(exp.Column) is not None]
-    if len(varying) != 1 or varying[0] != key or key.find(exp.AggFunc) is not None:
+    if key not in varying or key.find(exp.AggFunc) is not None:
         return False
     pushed = exp.In(this=key.copy(), query=condition.args["query"].copy())
     inner.where(pushed, copy=False)
     return True
 
 
-def _source_state(select: exp.Select) -> bool:
+def source_state(select: exp.Select) -> bool:
     """Whether ``select`` is ``SELECT * FROM <table>`` (a source's state), nothing else."""
     source = select.args.get("from_")
     return (
@@ -563,6 +626,14 @@ class Leaf(ABC):
         knows better."""
         return False
 
+    def delta_within(
+        self, ctx: Context, wanted: dict[str, exp.Query]
+    ) -> tuple[exp.Expr, exp.Expr] | None:
+        """:meth:`delta`, but only its rows whose column ``c`` is among the values of
+        ``wanted[c]`` (for some of the columns at least, NULLs left out), or ``None`` when the
+        leaf computes no cheaper delta for them (see :mod:`duckstream.tree.demand`)."""
+        return None
+
     def delta_rows(self, ctx: Context) -> exp.Expr | None:
         """A query of the leaf's changes cheap enough to read again (for semi-join filters),
         or ``None``. It may select only some columns, then with every value each of them
@@ -649,6 +720,12 @@ class Relation(ABC):
         row on an append (a group's row is replaced, a NULL-extended row loses its place).
         False unless the operator knows better: a wrong False only costs speed."""
         return False
+
+    def delta_within(self, ctx: Context, wanted: dict[str, exp.Query]) -> exp.Query | None:
+        """:meth:`delta` restricted to the rows whose column ``c`` is among the values of
+        ``wanted[c]`` (for some of the columns at least; NULLs left out), or ``None`` when
+        the relation has no cheaper delta for them (:meth:`Leaf.delta_within`)."""
+        return None
 
     def delta_keys(self, ctx: Context) -> exp.Query | None:
         """A cheap query of some of the relation's columns holding every value each takes in

@@ -40,6 +40,16 @@ class Derived(Leaf):
     def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
         return aliased(self.query.delta(ctx), self.alias_node), mult_column(self.name)
 
+    def delta_within(
+        self, ctx: Context, wanted: dict[str, exp.Query]
+    ) -> tuple[exp.Expr, exp.Expr] | None:
+        if self.alias_node.columns:  # renamed columns: the query's own names differ
+            return None
+        query = self.query.delta_within(ctx, wanted)
+        if query is None:
+            return None
+        return aliased(query, self.alias_node), mult_column(self.name)
+
     def only_grows(self) -> bool:
         return self.query.only_grows()
 

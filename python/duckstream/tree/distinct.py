@@ -16,7 +16,7 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
-from duckstream.tree.aggregate import changed_group_keys, regroup_delta
+from duckstream.tree.aggregate import changed_group_keys, regroup_delta, wanted_groups
 from duckstream.tree.base import Block, Context, Relation, Term, union_all
 
 
@@ -51,3 +51,9 @@ class Distinct(Relation):
 
     def delta_keys(self, ctx: Context) -> exp.Query | None:
         return changed_group_keys(ctx, self.input, self._groups(), self.items, self.names)
+
+    def delta_within(self, ctx: Context, wanted: dict[str, exp.Query]) -> exp.Query | None:
+        found = wanted_groups(self._groups(), self.items, self.names, wanted)
+        if not found:
+            return None
+        return regroup_delta(ctx, self.input, self._groups(), self._close, found)

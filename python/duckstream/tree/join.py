@@ -40,7 +40,9 @@ Example: ``r ⟕ s`` with r = {1}, s = {1} holds (1, 1). Delete s's row: ``J_new
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import ClassVar
 
 from sqlglot import exp
@@ -59,6 +61,7 @@ from duckstream.tree.base import (
     union_all,
     uses_key_semijoins,
 )
+from duckstream.tree.demand import narrow_delta
 from duckstream.tree.lateral_subquery import LateralSubquery
 from duckstream.tree.scan import Scan
 
@@ -108,6 +111,7 @@ class _Part:
     guards: tuple[exp.Expr, ...] = ()
     delta_alias: str | None = None
     delta_rows: exp.Expr | None = None
+    narrow: Callable[[Term], Term] | None = None
 
     def extend(self, relation: exp.Expr, kind: str, **changes) -> _Part:
         return replace(
@@ -170,6 +174,7 @@ class Join(Block):
             guards=part.guards,
             delta_alias=part.delta_alias,
             delta_rows=part.delta_rows,
+            narrow=part.narrow,
         )
 
     def _state(self, ctx: Context, version: Version, count: int, marked: bool = False) -> _Part:
@@ -201,6 +206,8 @@ class Join(Block):
             guards=(self._changed(ctx, [leaf]),),
             delta_alias=leaf.name if rows is not None else None,
             delta_rows=rows,
+            # a subquery's delta for the keys the term can join only (tree.demand)
+            narrow=partial(narrow_delta, ctx, leaf) if _narrowable(leaf) else None,
         )
 
     def _equalities(self, k: int) -> list[tuple[exp.Expr, exp.Expr]]:
@@ -386,6 +393,12 @@ class Join(Block):
         if not conditions or not ctx.engine.changes_are_materialized:
             return part
         return replace(part, on=part.on[:-1] + (exp.and_(*conditions),))
+
+
+def _narrowable(leaf: Leaf) -> bool:
+    """Whether ``leaf`` may compute its delta for some keys only (``tree.demand``); only on
+    engines that take key semi-joins (:func:`uses_key_semijoins`), as the other key filters."""
+    return uses_key_semijoins() and type(leaf).delta_within is not Leaf.delta_within
 
 
 def _in(ctx: Context, expression: exp.Expr, query: exp.Select) -> exp.Expr:

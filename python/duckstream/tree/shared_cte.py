@@ -89,6 +89,11 @@ class SharedCte(Derived):
                 return super().state(ctx, version)
         return aliased(exp.select("*").from_(table), self.alias_node)
 
+    def delta_within(
+        self, ctx: Context, wanted: dict[str, exp.Query]
+    ) -> tuple[exp.Expr, exp.Expr] | None:
+        return None  # the references share one delta, computed whole
+
     def delta(self, ctx: Context) -> tuple[exp.Expr, exp.Expr]:
         shares = ctx.shares
         if shares is None:
