@@ -145,7 +145,6 @@ _CLOCK_NAMES = {
     "localtimestamp",
     "sysdate",
     "unix_timestamp",
-    "_ivm_clock",  # a clock read as normalize.pin_clock marks it (duckstream.clock.CLOCK)
 }
 
 
@@ -155,9 +154,8 @@ def varies(node: exp.Expr) -> bool:
 
     >>> from sqlglot import parse_one
     >>> [varies(parse_one(s, read="duckdb")) for s in ("SELECT 1 + 2", "SELECT current_date",
-    ...     "SELECT now()", "SELECT * FROM range(DATE '2020-01-01', today(), INTERVAL 1 DAY)",
-    ...     "SELECT _ivm_clock('current_date')")]  # the clock as normalize.pin_clock marks it
-    [False, True, True, True, True]
+    ...     "SELECT now()", "SELECT * FROM range(DATE '2020-01-01', today(), INTERVAL 1 DAY)")]
+    [False, True, True, True]
     """
     for found in node.walk():
         if isinstance(found, _CLOCK_NODES + NONDETERMINISTIC_NODES):

@@ -25,6 +25,7 @@ from typing import ClassVar
 
 from sqlglot import exp
 
+from duckstream.clock import clock_kinds
 from duckstream.engines.base import MULT, Source, Version
 from duckstream.expressions import aliased, varies
 from duckstream.tree.base import Context, Leaf, Relation
@@ -40,7 +41,10 @@ def reads_no_table(query: exp.Expr) -> bool:
     [True, True, False, False]
     """
     tables = any(isinstance(t.this, exp.Identifier) for t in query.find_all(exp.Table))
-    return not tables and not varies(query)
+    # the clock as normalize.pin_clock marks it varies too (a filter on it over a constant
+    # relation is not a constant); the marked series itself is a constant relation of the
+    # refresh's pinned clock (normalize.constant_relations), so varies() leaves it out
+    return not tables and not varies(query) and not clock_kinds(query)
 
 
 def _no_rows(relation: exp.Expr) -> exp.Select:
