@@ -1,11 +1,11 @@
 """``python -m bench.fit_policy RESULTS.json [RESULTS.json ...]``: how ``strategy='auto'``
-would have chosen with other cost-model constants (:class:`duckstream.refresh.Policy`), from
+would have chosen with other cost-model constants (:class:`duckstream.strategy.Policy`), from
 the results of one or more benchmarks.
 
 Each run records auto's estimate of every source (``Run.estimates``), the view's measurements
 auto read (``Run.measured``) and the measured wall-clock time of both forced paths; this replays
-:func:`duckstream.refresh.decide` on those estimates and the plans' reads, then
-:func:`duckstream.refresh.calibrate` on those measurements, and counts the runs where the
+:func:`duckstream.strategy.decide` on those estimates and the plans' reads, then
+:func:`duckstream.strategy.calibrate` on those measurements, and counts the runs where the
 chosen path took more than ``--slack`` (10%) the time of the other: the benchmark's
 target. Nothing is measured again.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.report import read_json
 from bench.run import compile_views
-from duckstream.refresh import History, Policy, SourceEstimate, calibrate, decide
+from duckstream.strategy import History, Policy, SourceEstimate, calibrate, decide
 
 
 def misses(runs, plans, policy: Policy, slack: float) -> list[str]:

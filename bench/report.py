@@ -461,7 +461,7 @@ def markdown(results: Results, environment: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-# The phases of a refresh (duckstream.refresh.Phase) grouped for the report: a change copy per
+# The phases of a refresh (duckstream.strategy.Phase) grouped for the report: a change copy per
 # source ("changes <source>") counts as "changes", each delta / apply / fill statement in its
 # kind; the rest (the transaction check, the settings, BEGIN, the clean-up...) as "other".
 PHASE_COLUMNS = ("pin", "estimate", "changes", "delta", "apply", "fill", "cursors", "commit")

@@ -334,7 +334,7 @@ def commit_batch(
     """Commit the workload's batch on a copy of the views' lake. Before it, ``history``
     batches of the same workload (other seeds), each followed by an auto refresh of every
     view, untimed: what a view maintained on a schedule has behind it. Auto records how long
-    each path took (:class:`duckstream.refresh.History`): the measured batch's auto decides
+    each path took (:class:`duckstream.strategy.History`): the measured batch's auto decides
     on them. Each batch's refreshes run on a new connection, after the batch's files are
     written back to disk, as a scheduled ``dbt run`` does and as the measured passes do, so
     that auto learns from the same conditions it is judged in (the connection that wrote the

@@ -8,7 +8,7 @@ True
 
 from __future__ import annotations
 
-from duckstream.refresh import STRATEGIES
+from duckstream.strategy import STRATEGIES
 
 ON_UNSUPPORTED = ("fail", "full_refresh")
 ON_CONFIGURATION_CHANGE = ("apply", "continue", "fail")  # dbt's materialized views' choices

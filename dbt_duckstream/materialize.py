@@ -82,7 +82,7 @@ class Backend(Protocol):
     dialect: str  # sqlglot's name of the engine's SQL
     version: str  # duckstream's version, recorded in the state
     executed: list[str]  # the SQL statements run for the model, in order
-    # the engine's phases of the build or refresh (duckstream.refresh.Phase), in order
+    # the engine's phases of the build or refresh (duckstream.strategy.Phase), in order
     engine_phases: list[Any]
 
     def look(self, request: ModelRequest, plan: object | None = None) -> Found:

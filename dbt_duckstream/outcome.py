@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from duckstream.refresh import phases_text
+from duckstream.strategy import phases_text
 
 ACTIONS = ("built", "rebuilt", "incremental", "up to date", "recomputed", "unchanged")
 
@@ -50,7 +50,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     sql: list[str] = field(default_factory=list)  # the statements the run executed
     # where the time went: the core's phases (name, seconds, of them waiting for other
-    # models' statements), the engine's inside build or refresh (duckstream.refresh.Phase:
+    # models' statements), the engine's inside build or refresh (duckstream.strategy.Phase:
     # name, seconds, statements; waits included)
     phases: list[tuple[str, float, float]] = field(default_factory=list)
     engine_phases: list[Any] = field(default_factory=list)
@@ -92,7 +92,7 @@ class Outcome:
         other models' statements said), and the engine's inside its build or refresh
         (statements in parentheses).
 
-        >>> from duckstream.refresh import Phase
+        >>> from duckstream.strategy import Phase
         >>> Outcome("up to date", phases=[("look", 0.0041, 0), ("refresh", 0.0123, 0.002)],
         ...         engine_phases=[Phase("pin", 0.0042, 3)]).profile()
         'look 4.1 ms, refresh 12.3 ms (2.0 waiting) [pin 4.2 ms (3)]'

@@ -18,7 +18,7 @@ from bench import fit_policy  # noqa: E402
 from bench.cli import main  # noqa: E402
 from bench.report import read_json  # noqa: E402
 from bench.run import compile_views  # noqa: E402
-from duckstream.refresh import History, Policy, SourceEstimate, calibrate, decide  # noqa: E402
+from duckstream.strategy import History, Policy, SourceEstimate, calibrate, decide  # noqa: E402
 
 
 def test_bench_runs_and_views_equal_recomputation(tmp_path):

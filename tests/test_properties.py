@@ -35,7 +35,7 @@ import pytest
 from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
-from duckstream.refresh import Policy
+from duckstream.strategy import Policy
 from duckstream.testing.differential import (
     Column,
     Delete,

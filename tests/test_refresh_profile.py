@@ -14,8 +14,8 @@ import logging
 import pytest
 
 from duckstream.engines.ducklake.runner import TransactionOpen, begin, finish, rebuild, refresh
-from duckstream.refresh import Policy
 from duckstream.runtime import setup
+from duckstream.strategy import Policy
 from duckstream.testing.differential import DuckLakeHarness
 from duckstream.testing.ducklake import Recording
 

@@ -37,7 +37,7 @@ from duckstream.engines.ducklake.runner import (
     setup,
 )
 from duckstream.plan import IVMPlan
-from duckstream.refresh import Policy, RefreshReport
+from duckstream.strategy import Policy, RefreshReport
 from duckstream.testing.differential import DuckLakeHarness
 from duckstream.testing.ducklake import connect_ducklake, current_snapshot
 

@@ -18,7 +18,7 @@ from duckstream.engines.iceberg.estimate import SparkPolicy, estimate_window
 from duckstream.engines.iceberg.window import Snapshot, TableLog, pin
 from duckstream.errors import RebuildRequired
 from duckstream.plan import PinWindow
-from duckstream.refresh import SourceEstimate, decide
+from duckstream.strategy import SourceEstimate, decide
 
 MV, T, U = "lake.db.mv", "lake.db.t", "other.s.u"
 

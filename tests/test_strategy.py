@@ -17,9 +17,9 @@ import pytest
 from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake.runner import Policy, RefreshReport, choose, refresh
 from duckstream.plan import Read
-from duckstream.refresh import History, Measured, SourceEstimate, calibrate, decide, join_reads
 from duckstream.runtime import refresh as runtime_refresh
 from duckstream.runtime import setup
+from duckstream.strategy import History, Measured, SourceEstimate, calibrate, decide, join_reads
 from duckstream.testing.differential import DuckLakeHarness
 from duckstream.testing.ducklake import Recording
 
@@ -464,7 +464,7 @@ def test_a_refresh_from_auto_s_copies_is_timed_with_them(view):
     assert measured is not None and measured.ms >= SLOW * 1000
 
 
-# -- auto on the view's own measurements (duckstream.refresh.calibrate) ---------------------
+# -- auto on the view's own measurements (duckstream.strategy.calibrate) ---------------------
 
 MEASURED = Policy(overhead_rows=200_000)  # the model: a small change ~2x a rebuild
 

@@ -29,8 +29,8 @@ from duckstream.engines.ducklake.engine import DuckLakeEngine
 from duckstream.errors import RebuildRequired, UnsupportedSQLError
 from duckstream.normalize import normalize
 from duckstream.normalize.pin_clock import is_temporal_filter, pin_clock
-from duckstream.refresh import Policy
 from duckstream.runtime import refresh, setup
+from duckstream.strategy import Policy
 from duckstream.testing.differential import (
     Column,
     Delete,

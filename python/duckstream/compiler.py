@@ -33,8 +33,8 @@ from duckstream.plan import (
     Step,
     with_cleanup,
 )
-from duckstream.reads import source_reads
 from duckstream.recursion import restore
+from duckstream.scans import source_reads
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink

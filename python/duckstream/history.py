@@ -109,5 +109,5 @@ def _int(value: Any) -> int | None:
 
 
 def phase_list(phases: Iterable[Any]) -> tuple[tuple[str, float, int], ...]:
-    """``duckstream.refresh.Phase`` records as an entry keeps them (ms, rounded)."""
+    """``duckstream.strategy.Phase`` records as an entry keeps them (ms, rounded)."""
     return tuple((p.name, round(p.seconds * 1000, 2), p.statements) for p in phases)

@@ -150,7 +150,7 @@ class StopUnless:
 class Measure:
     """Run ``statement`` (the cursors' commit message) with the run-time ``variable`` it reads
     set to how long the path has run so far (a JSON measurement the cursors' commit carries:
-    :class:`duckstream.refresh.Measured`). A clock is the runner's: as plain SQL the variable
+    :class:`duckstream.strategy.Measured`). A clock is the runner's: as plain SQL the variable
     is set to NULL first, and the commit records no measurement; a runner writes its
     measurement into the statement, in place of the variable (one statement, not two)."""
 
@@ -241,7 +241,7 @@ class PlanSource:
 
 @dataclass(frozen=True)
 class Read:
-    """One scan of the source ``table`` (full name) by a refresh (:mod:`duckstream.reads`).
+    """One scan of the source ``table`` (full name) by a refresh (:mod:`duckstream.scans`).
     In ``maintain`` it runs when every clause of ``when`` holds, a clause holding when any
     source it names changed in the window (no clause: whenever the refresh runs); ``whole``:
     aggregated before anything restricts it to the changes, so it reads the whole table."""
@@ -289,7 +289,7 @@ class IVMPlan:
     dialect: str = "duckdb"
     steps: dict[str, list[Step]] = field(default_factory=dict)
     # The scans of sources by ``maintain`` and by a rebuild (``initialize_cursors``), for the
-    # cost model of ``strategy='auto'`` (:mod:`duckstream.reads`); None: not known.
+    # cost model of ``strategy='auto'`` (:mod:`duckstream.scans`); None: not known.
     maintain_reads: list[Read] | None = None
     rebuild_reads: list[Read] | None = None
 

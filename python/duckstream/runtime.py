@@ -4,7 +4,7 @@
 ``setup(con, plan)`` and ``refresh(con, plan, strategy="auto")`` take a DuckDB connection for
 a DuckDB plan (:mod:`duckstream.engines.ducklake.runner`) and a Spark session for a Spark plan
 (:mod:`duckstream.engines.iceberg.runner`); both return the same
-:class:`~duckstream.refresh.RefreshReport`.
+:class:`~duckstream.strategy.RefreshReport`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from duckstream.errors import RefreshConflict
 from duckstream.plan import IVMPlan
-from duckstream.refresh import Policy, RefreshReport
+from duckstream.strategy import Policy, RefreshReport
 
 logger = logging.getLogger("duckstream")
 

@@ -22,7 +22,7 @@ import datetime
 from dataclasses import dataclass, field
 
 from duckstream.history import Entry
-from duckstream.refresh import Measured
+from duckstream.strategy import Measured
 
 
 @dataclass(frozen=True)

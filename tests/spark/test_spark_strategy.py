@@ -11,8 +11,8 @@ import pytest
 
 from duckstream.engines.iceberg.estimate import REWRITES, SparkPolicy, choose
 from duckstream.plan import IVMPlan
-from duckstream.refresh import SourceEstimate
 from duckstream.spark import refresh
+from duckstream.strategy import SourceEstimate
 from duckstream.testing.differential import Column, Delete, Insert, TableSpec
 from duckstream.testing.spark_harness import SparkHarness
 

@@ -24,8 +24,8 @@ from duckstream.engines.ducklake.runner import run_statements, without_table_sta
 from duckstream.engines.ducklake.schema import schema_of
 from duckstream.normalize.number_rows import break_ties_sql
 from duckstream.plan import IVMPlan
-from duckstream.refresh import Policy
 from duckstream.runtime import refresh, setup
+from duckstream.strategy import Policy
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from sqlglot import exp
 from duckstream.engines.base import Engine, Version
 from duckstream.expressions import CTE_MARK, aliased
 from duckstream.plan import CreateTemp, Sql, Step
-from duckstream.reads import guards_around
+from duckstream.scans import guards_around
 from duckstream.tree.base import Context, mult_column
 from duckstream.tree.derived import Derived
 
@@ -192,7 +192,7 @@ def count_reads(
     """The reads of each part's table (``tables``: part -> table name) in ``steps``:
     expression trees, :class:`CreateTemp` queries, or :class:`Sql` statements (parsed in
     ``dialect`` when they name a table). ``flags``: the engines' change flags, by source, to
-    find the guards around each read (:func:`duckstream.reads.source_reads`)."""
+    find the guards around each read (:func:`duckstream.scans.source_reads`)."""
     by_name = {name: part for part, name in tables.items()}
     counted = {part: Reads() for part in tables}
     for step in steps:

@@ -62,7 +62,7 @@ from duckstream.engines.ducklake.schema import schema_of
 from duckstream.errors import UnsupportedSQLError
 from duckstream.normalize.pin_clock import pin_clock
 from duckstream.plan import IVMPlan, Naming
-from duckstream.refresh import Phase, RefreshReport
+from duckstream.strategy import Phase, RefreshReport
 
 __all__ = [
     "DuckLakeBackend",

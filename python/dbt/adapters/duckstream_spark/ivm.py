@@ -54,7 +54,7 @@ from duckstream.engines.iceberg.schema import schema_of
 from duckstream.engines.iceberg.window import CLOCK_PROPERTY, read_logs
 from duckstream.normalize.pin_clock import pin_clock
 from duckstream.plan import IVMPlan, Naming
-from duckstream.refresh import Phase, RefreshReport
+from duckstream.strategy import Phase, RefreshReport
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -18,7 +18,7 @@ in a commit costs DuckLake 6-7 ms). The history of a view's cursors is its commi
 
 The extra info also holds how long the path that made the commit took (``measured``, set by
 the runner, NULL from plain SQL): auto reads the view's recent measurements from the same log
-(:func:`history`, :func:`duckstream.refresh.calibrate`). ``measured`` is the refresh's whole
+(:func:`history`, :func:`duckstream.strategy.calibrate`). ``measured`` is the refresh's whole
 history entry (:class:`duckstream.history.Entry`: also who asked, why, rows in and out, its
 phases), which ``status`` lists.
 
@@ -34,7 +34,7 @@ import json
 
 from duckstream.connection import Connection
 from duckstream.connection import literal as _lit
-from duckstream.refresh import History, Measured
+from duckstream.strategy import History, Measured
 
 AUTHOR = "duckstream"
 

@@ -1,6 +1,6 @@
 """Estimate a refresh window's changes from a DuckLake catalog, without reading a changed row.
 
-``estimate(con, plan)`` returns one :class:`~duckstream.refresh.SourceEstimate` per source --
+``estimate(con, plan)`` returns one :class:`~duckstream.strategy.SourceEstimate` per source --
 live rows, rows inserted and deleted since its cursor, rows of the data files holding the
 deletions -- or the reason incremental maintenance is impossible (no cursors, a cursor
 snapshot expired, a source dropped, recreated or altered).
@@ -25,7 +25,7 @@ from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.errors import RebuildRequired
 from duckstream.plan import IVMPlan
-from duckstream.refresh import SourceEstimate
+from duckstream.strategy import SourceEstimate
 
 
 def _quote(name: str) -> str:

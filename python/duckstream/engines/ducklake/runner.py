@@ -15,7 +15,7 @@ transactions: its ``BEGIN`` would fail and abort the caller's work), before touc
 and a full rebuild, and says why: it first pins the refresh's window as ``maintain`` does,
 *estimates* its changes from DuckLake's catalog alone (:mod:`.estimate`: one query over the
 catalog's file lists, no changed row read), weighs the two paths with the cost model of
-:mod:`duckstream.refresh`, then runs either ``plan.maintain`` (apply the change feed) or
+:mod:`duckstream.strategy`, then runs either ``plan.maintain`` (apply the change feed) or
 ``plan.initialize_cursors`` (pin a snapshot, rebuild the table, record the cursors: atomic,
 like ``maintain``). It returns a :class:`RefreshReport`: what was done and why. Auto also
 rebuilds, and says so, when incremental maintenance is impossible: no cursors yet, a cursor
@@ -25,11 +25,11 @@ Two more faster paths, both from ``maintain``'s change copies (:attr:`CreateTemp
 when every copy is empty (the window's changes net to nothing in the columns the view reads),
 the runner skips from the copies to :class:`~duckstream.plan.Applied` and only advances the
 cursors; and when the estimate picks the rebuild, auto may first make the copies of updated
-sources and decide on their exact counts (:func:`duckstream.refresh.sources_to_net`), then
+sources and decide on their exact counts (:func:`duckstream.strategy.sources_to_net`), then
 goes on from them.
 
 Every refresh records its profile in its report (``RefreshReport.phases``: phase, seconds,
-statements, by the plan's step kinds, :class:`~duckstream.refresh.Phase`) and logs it at DEBUG
+statements, by the plan's step kinds, :class:`~duckstream.strategy.Phase`) and logs it at DEBUG
 on the ``duckstream`` logger: a ``perf_counter`` per step. What a refresh pays whatever its
 view (one-row view, one-row insert, DuckDB 1.5.5): 18 statements, of which the plan's delta
 and apply are 3 (the DELETE replaced by a read of the delta: :attr:`Sql.needed`) and
@@ -81,7 +81,7 @@ from duckstream.plan import (
     StopUnless,
     index_of,
 )
-from duckstream.refresh import (
+from duckstream.strategy import (
     Phase,
     Policy,
     RefreshReport,
@@ -707,7 +707,7 @@ def _phase_name(
     advancing: bool,
     maintain: bool,
 ) -> str:
-    """The phase of ``step`` (:class:`~duckstream.refresh.Phase`), from its kind and where it
+    """The phase of ``step`` (:class:`~duckstream.strategy.Phase`), from its kind and where it
     stands: before the transaction, after the COMMIT, after :class:`Applied` or
     :class:`Measure` (the cursors' advance); ``maintain``: a refresh's steps (with
     :class:`Applied`), else a fill's."""

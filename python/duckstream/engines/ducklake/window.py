@@ -51,7 +51,7 @@ from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake.names import same_names
 from duckstream.errors import RebuildRequired
 from duckstream.plan import PinWindow
-from duckstream.refresh import History
+from duckstream.strategy import History
 
 # Change kinds of DuckLake's snapshot log (``changes_made``) that only add rows, or only remove
 # rows. A window whose log lists only one of them for a source may skip reading the other half

@@ -29,7 +29,7 @@ with position delete files (merge-on-read deletes and updates: the summary's
 deletions are the position deletes it added, and it reads the data files they touch twice,
 counted as the whole table (which files they are, only the manifests say).
 
-The choice itself is :func:`duckstream.refresh.decide` with :class:`SparkPolicy`.
+The choice itself is :func:`duckstream.strategy.decide` with :class:`SparkPolicy`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from duckstream.engines.iceberg.window import (
     rebuild_reason,
 )
 from duckstream.plan import IVMPlan
-from duckstream.refresh import Policy, RefreshReport, SourceEstimate, decide
+from duckstream.strategy import Policy, RefreshReport, SourceEstimate, decide
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -80,8 +80,8 @@ from duckstream.plan import (
     Step,
     StopUnless,
 )
-from duckstream.refresh import Phase, Policy, RefreshReport, check_strategy
 from duckstream.sinks.bag import APPENDS_REMOVE
+from duckstream.strategy import Phase, Policy, RefreshReport, check_strategy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -344,7 +344,7 @@ def _translated(error: Exception) -> Exception:
 
 
 def _phase_name(step: Step, committed: bool, run: Run) -> str:
-    """The phase of ``step`` (:class:`~duckstream.refresh.Phase`, DuckLake's names)."""
+    """The phase of ``step`` (:class:`~duckstream.strategy.Phase`, DuckLake's names)."""
     if isinstance(step, Cleanup):
         return "cleanup"
     if committed:
@@ -417,7 +417,7 @@ def run_steps(
     """Run a plan's steps in order; returns the values its value queries computed.
     :class:`Cleanup` steps run last, also after a failure. ``logs``: the sources' and the
     view's metadata already read for this refresh (:func:`.window.read_logs`; read here when
-    None); ``phases``: where each step's time is added (:class:`~duckstream.refresh.Phase`);
+    None); ``phases``: where each step's time is added (:class:`~duckstream.strategy.Phase`);
     ``entry``: the history entry (:mod:`duckstream.history`) the view's commit carries, made
     when it commits.
 

@@ -3,7 +3,7 @@
 The Iceberg runtime comes from one of, in this order: ``spark.jars.packages`` or ``spark.jars``
 in ``extra_conf`` (real deployments), the comma-separated jar paths in the environment variable
 ``DUCKSTREAM_ICEBERG_JARS``, or the PyPI package ``snowpark-connect-deps-iceberg`` plus a
-Jackson jar relocated from pyspark's own (see :mod:`duckstream.engines.iceberg.relocate`).
+Jackson jar relocated from pyspark's own (see :mod:`duckstream.shaded_jackson`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from duckstream.engines.iceberg.relocate import cached_file, relocated_jackson_jar
+from duckstream.shaded_jackson import cached_file, relocated_jackson_jar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,5 +1,5 @@
 """Which source tables a refresh scans, and when: what the cost model of ``strategy='auto'``
-(:mod:`duckstream.refresh`) weighs, read from a compiled plan's own expression trees.
+(:mod:`duckstream.strategy`) weighs, read from a compiled plan's own expression trees.
 
 An incremental refresh reads each changed source's change feed, and its delta terms scan
 source tables (at the cursor snapshot or at the window's end). Every term is guarded by the

@@ -6,7 +6,7 @@ Engine-free: each engine's runner estimates a window's changes from its own cata
 as one
 :class:`SourceEstimate` per source, and :func:`decide` compares the two paths in *rows read*,
 because both are dominated by scans. What each path scans comes from the plan
-(:mod:`duckstream.reads`: ``plan.maintain_reads``, ``plan.rebuild_reads``); without it, the
+(:mod:`duckstream.scans`: ``plan.maintain_reads``, ``plan.rebuild_reads``); without it, the
 view is taken for a plain join that reads each source once (:func:`join_reads`).
 
 * full refresh: every scan of the rebuild reads its source whole:
