@@ -33,27 +33,6 @@ profile = os.environ.get("HYPOTHESIS_PROFILE") or (
 settings.load_profile(profile)
 
 
-@pytest.hookimpl(optionalhook=True, tryfirst=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadfile`` with every Spark test file in one unit: one worker starts Spark and
-    runs them all in that one session (a second JVM would pay its start and JIT warm-up again
-    and compete with the first for the cores), while the other worker takes the other files.
-    xdist hands the units out largest first, so the Spark unit starts at once."""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    class SparkInOneWorker(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return SPARK_UNIT if path.startswith(SPARK_UNIT + "/") else path
-
-    return SparkInOneWorker(config, log)
-
-
-SPARK_UNIT = "tests/spark"
-
-
 @pytest.fixture
 def lake(tmp_path):
     """A DuckDB connection with an empty DuckLake catalog attached as ``dl``."""
