@@ -28,9 +28,9 @@ lint: venv
 # test-deep digs deeper on DuckLake (hundreds of examples a property, not derandomized, the
 # broken-delta-rule checks, a third dbt change cycle).
 # Two pytest-xdist workers, a test file each at a time: a file's tests share its module-scoped
-# state (a dbt project, TPC-H lakes) in one worker; the tests/spark files are one unit
-# (tests/conftest.py), so one worker starts Spark and runs them all while the other takes
-# the rest.
+# state (a dbt project, TPC-H lakes) in one worker; each worker that reaches a tests/spark
+# file starts its own local Spark (all of them in one worker's JVM left it dead by the run's
+# end).
 test: lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
