@@ -298,7 +298,7 @@ class Term:
                     query = found_keys(mine.name)
                     if query is None:
                         continue
-                    if through is not None and _derived(relations.get(other.table)):
+                    if through is not None and _state(relations.get(other.table)) is False:
                         query = through(mine.name) or query
                     target = place
                     if place is not None:
@@ -310,31 +310,26 @@ class Term:
                     filters.append((target, condition))
                     skipped.add((other.table, other.name))
                     if target is None:
-                        narrowed = self._through(other.table, other.name, query, nullable)
+                        narrowed = self._through(
+                            relations.get(other.table), other.name, query, nullable
+                        )
                         carriers.append((other.table, _only(other.name, query), narrowed))
         return filters
 
     def _through(
-        self, table: str, column: str, keys: exp.Query, nullable: set[str]
+        self, relation: exp.Expr | None, column: str, keys: exp.Query, nullable: set[str]
     ) -> Callable[[str], exp.Query | None] | None:
-        """The keys ``table.column`` carries to a grouped derived table, narrowed by
-        ``table``'s own conditions (its WHERE conjuncts on it alone) when ``table`` is a
-        source's state: ``SELECT table.column FROM <its state> WHERE <them> AND table.column
+        """The keys ``relation``'s ``column`` carries to a grouped derived table, narrowed
+        by ``relation``'s own conditions (its WHERE conjuncts on it alone) when it is a
+        source's state: ``SELECT t.column FROM <its state> AS t WHERE <them> AND t.column
         IN (keys)``. A derived table groups the rows of the keys it is given, so fewer keys
         save a pass over its input; a source's state is only pruned by them (TPC-H Q17: of
         the ~6,000 parts an append's lineitems name, four are of brand 23 in a medium box,
         and the average quantity over lineitem is computed for those). ``None`` otherwise.
         """
-        relation = next(
-            (r for r in [self.from_, *(j.this for j in self.joins)] if r.alias_or_name == table),
-            None,
-        )
-        if table in nullable or not (
-            isinstance(relation, exp.Subquery)
-            and isinstance(relation.this, exp.Select)
-            and source_state(relation.this)
-        ):
+        if relation is None or relation.alias_or_name in nullable or not _state(relation):
             return None
+        table = relation.alias_or_name
         own = [implied_on(c, table) for w in self.where for c in conjuncts(w)]
         kept = [c for c in own if c is not None and c.find(exp.Query) is None]
         if not kept:
@@ -345,13 +340,12 @@ class Term:
         return _only(column, query)
 
 
-def _derived(relation: exp.Expr | None) -> bool:
-    """Whether ``relation`` is a derived table other than a source's state."""
-    return (
-        isinstance(relation, exp.Subquery)
-        and isinstance(relation.this, exp.Select)
-        and not source_state(relation.this)
-    )
+def _state(relation: exp.Expr | None) -> bool | None:
+    """Whether the derived table ``relation`` is a source's state (``True``) or another
+    derived table (``False``); ``None`` when it is no derived table."""
+    if isinstance(relation, exp.Subquery) and isinstance(relation.this, exp.Select):
+        return source_state(relation.this)
+    return None
 
 
 def _uncorrelated(query: exp.Expr) -> bool:
