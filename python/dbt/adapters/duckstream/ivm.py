@@ -55,7 +55,7 @@ from duckstream.clock import at_clock
 from duckstream.compiler import compile_ivm
 from duckstream.connection import Connection, literal
 from duckstream.engines.ducklake import cursors as ducklake_cursors
-from duckstream.engines.ducklake import runner as strategy
+from duckstream.engines.ducklake import runner as ducklake_runner
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.runner import run_statements
 from duckstream.engines.ducklake.schema import schema_of
@@ -302,7 +302,7 @@ class DuckLakeBackend:
     ) -> None:
         assert isinstance(plan, IVMPlan)
         with_state = _write_state(request, state)
-        self.engine_phases = strategy.rebuild(
+        self.engine_phases = ducklake_runner.rebuild(
             self.recording,
             plan,
             replace=replace,
@@ -317,21 +317,21 @@ class DuckLakeBackend:
         # the statistics untrusted once for the pin and the rest (begin's and finish's own
         # would read and set the settings twice: 5 statements more, ~2.5 ms CPU), in one
         # profile (begin's and finish's phases join it), logged once
-        with strategy.profiling() as phases:
-            with strategy.without_table_statistics(self.recording):
+        with ducklake_runner.profiling() as phases:
+            with ducklake_runner.without_table_statistics(self.recording):
                 refreshed = self._refresh(request, plan, state)
             self.engine_phases = phases
-        strategy.log_profile("refresh", plan, self.report, phases)
+        ducklake_runner.log_profile("refresh", plan, self.report, phases)
         return refreshed
 
     def _refresh(self, request: ModelRequest, plan: IVMPlan, state: State) -> Refreshed:
-        pinned = strategy.begin(
+        pinned = ducklake_runner.begin(
             self.recording, plan, request.strategy, run=_run, estimate_unchanged=False
         )
         window = pinned.window
         report = self.report = pinned.report
         if window is not None and not pinned.changed:
-            strategy.abandon(self.recording)
+            ducklake_runner.abandon(self.recording)
             return Refreshed("none", sources=len(window.sources))
         auto = "auto: " if request.strategy == "auto" else ""
         if report.strategy == "full":
@@ -341,17 +341,17 @@ class DuckLakeBackend:
                 if not self.same_layout(request, plan):
                     first.append(plan.create_mv)
             except Exception:
-                strategy.abandon(self.recording)
+                ducklake_runner.abandon(self.recording)
                 raise
             with_state = _write_state(request, state)
-            strategy.finish(
+            ducklake_runner.finish(
                 self.recording, pinned, rebuild_first=first, before_commit=with_state, run=_run
             )
             self._written(request, state)
             return Refreshed("full", reason)
         assert window is not None
         self.recording.counted = _key(request)
-        strategy.finish(self.recording, pinned, run=_run)
+        ducklake_runner.finish(self.recording, pinned, run=_run)
         inserted, deleted = self.recording.inserted, self.recording.deleted
         touched = {
             (source.split(".", 1)[0], snapshot)
@@ -569,7 +569,7 @@ def _catalog(
     database = next((r for r in rows if r[0] == "database"), None)
     return CatalogRead(
         kind=None if database is None else database[5],
-        shared=database is None or strategy.shared_catalog(str(database[4] or "")),
+        shared=database is None or ducklake_runner.shared_catalog(str(database[4] or "")),
         tables=tables,
         views=views_by_key([r[1:5] for r in rows if r[0] == "view"]),
         columns=[(*table, name, kind) for table, _, name, kind in columns],
