@@ -52,6 +52,10 @@ class Entry:
     phases: tuple[tuple[str, float, int], ...] = ()  # (name, ms, statements)
     ms: float = 0.0
     cost: float | None = None
+    # per source, (snapshot, rows) it held at the view's new cursor: counted only on a catalog
+    # other processes commit to, where the next refresh checks that DuckLake did not rewrite
+    # that snapshot's history since (:func:`duckstream.engines.ducklake.window.read`)
+    source_rows: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def outcome(self) -> str:
@@ -82,6 +86,7 @@ class Entry:
             "inserted": self.inserted,
             "deleted": self.deleted,
             "phases": [list(p) for p in self.phases],
+            **({"source_rows": self.source_rows} if self.source_rows else {}),
         }
 
     def to_json(self) -> str:
@@ -101,6 +106,10 @@ class Entry:
             tuple((str(n), float(ms), int(k)) for n, ms, k in found.get("phases") or []),
             float(found.get("ms") or 0.0),
             None if cost is None else float(cost),
+            {
+                str(k): (int(snapshot), int(rows))
+                for k, (snapshot, rows) in (found.get("source_rows") or {}).items()
+            },
         )
 
 

@@ -156,6 +156,10 @@ class Measure:
 
     variable: str
     statement: str
+    # the sources (full names) whose rows a runner may count into the measurement: DuckLake
+    # on a catalog other processes commit to (:class:`duckstream.history.Entry`'s
+    # ``source_rows``)
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,20 @@ def measurement(info: str) -> Measured | None:
     return Measured(str(found["path"]), float(found["ms"]), None if cost is None else float(cost))
 
 
+def source_rows(info: str) -> dict[str, tuple[int, int]]:
+    """Per source, the ``(snapshot, rows)`` a commit's history entry recorded (on a catalog
+    other processes commit to; else none).
+
+    >>> source_rows('{"cursors": [], "measured": {"source_rows": {"l.m.t": [4, 20]}}}')
+    {'l.m.t': (4, 20)}
+    >>> source_rows('{"cursors": [], "measured": null}')
+    {}
+    """
+    found = json.loads(info).get("measured")
+    counted = found.get("source_rows") if isinstance(found, dict) else None
+    return {str(k): (int(v[0]), int(v[1])) for k, v in (counted or {}).items()}
+
+
 def read(con: Connection, catalog: str, view: str) -> dict[str, tuple[int, int]] | None:
     """``view``'s cursors, source -> (table id, snapshot); ``None`` when none were recorded."""
     rows = con.execute(newest_query(catalog, view)).fetchall()

@@ -538,6 +538,7 @@ class DuckLakeEngine(Engine):
                     measured,
                     self.sql(self._window_value("clock")) if self._reads_clock else None,
                 ),
+                tuple(s.fqn for s in self.sources),
             ),
             Sql(
                 f"INSERT INTO {self.sql(self.tgt.cursors_table())} (mv_name, source_table,"

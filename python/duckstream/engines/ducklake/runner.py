@@ -284,9 +284,10 @@ class _Clock:
     reason: str = ""
     estimated: dict[str, int] | None = None  # rows in per source, the catalog's estimate
 
-    def measurement(self) -> str:
+    def measurement(self, source_rows: dict[str, tuple[int, int]] | None = None) -> str:
         """The history entry the cursors' commit carries (:class:`~duckstream.history.Entry`;
-        its ``path``, ``ms`` and ``cost`` are auto's measurement)."""
+        its ``path``, ``ms`` and ``cost`` are auto's measurement), with ``source_rows`` when
+        counted (:func:`source_rows`)."""
         ms = (time.perf_counter() - self.start) * 1000
         tally = _tally.get() or Tally()
         changes = tally.changes if tally.changes or self.estimated is None else self.estimated
@@ -300,6 +301,7 @@ class _Clock:
             phase_list(_profile.get() or []),
             round(ms, 3),
             self.cost,
+            source_rows or {},
         )
         return entry.to_json()
 
@@ -623,7 +625,8 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
                     continue
             if isinstance(step, Measure):
                 clock = _clock.get()
-                value = "NULL" if clock is None else literal(clock.measurement())
+                counted = source_rows(con, step.sources) if guarded and clock else None
+                value = "NULL" if clock is None else literal(clock.measurement(counted))
                 reference = f"getvariable({literal(step.variable)})"
                 con.execute(step.statement.replace(reference, value))
             elif isinstance(step, PinWindow):
@@ -678,6 +681,24 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             own = True
         elif own and is_end:
             own, ended, skipping = False, True, False
+
+
+def source_rows(con: Connection, sources: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Per source (a full name), ``(snapshot, rows)``: the rows it holds at the snapshot the
+    running transaction reads its catalog at (DuckLake fixes it at the transaction's first
+    read: the window's end, or the snapshot a rebuild reads). One statement; counting a
+    DuckLake table reads its files' metadata (~3-5 ms CPU each). Recorded in the history
+    entry on a catalog other processes commit to, where the next refresh checks DuckLake did
+    not rewrite that snapshot since (:func:`duckstream.engines.ducklake.window.read`)."""
+    if not sources:
+        return {}
+    items = []
+    for source in sources:
+        catalog = source.split(".", 1)[0]
+        items.append(f"(SELECT id FROM ducklake_current_snapshot({literal(catalog)}))")
+        items.append(f"(SELECT count(*) FROM {ducklake_window.table_sql(source)})")
+    found = con.execute("SELECT " + ", ".join(items)).fetchone()
+    return {source: (int(found[2 * i]), int(found[2 * i + 1])) for i, source in enumerate(sources)}
 
 
 def _guard_read(step: StopUnless) -> str:
