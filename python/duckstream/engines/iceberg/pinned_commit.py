@@ -45,6 +45,9 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from sqlglot import exp
+
+from duckstream.engines.iceberg.dialect import DIALECT
 from duckstream.engines.iceberg.window import java_table
 from duckstream.errors import RefreshConflict
 
@@ -135,4 +138,11 @@ def fast_forward(spark: SparkSession, table: Any, view: str, branch: str, pinned
             raise  # CommitStateUnknownException among them: not known to be rolled back
         raise RefreshConflict(view, error, "Iceberg") from error
     table.refresh()
+    # Spark's catalog may hold another instance of the table than ``table``: Iceberg's
+    # catalog cache drops an entry 30 s after its last use, and a statement that ran longer
+    # (the MERGE into the branch) loads a new one, which never sees this commit. Refreshed,
+    # reads in this session see the new ``main``. (Seen under load: a recursive view read right
+    # after a refresh whose MERGE took 60 s showed its old rows until the table was refreshed;
+    # not reproduced by shortening the cache's expiry, so this is a precaution, not a proof.)
+    spark.sql(f"REFRESH TABLE {exp.to_table(view).sql(DIALECT)}")
     return True

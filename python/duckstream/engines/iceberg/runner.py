@@ -130,6 +130,9 @@ class Run:
     entry: Callable[[], Entry] | None = None  # the history entry its commit carries
     # temp views not made yet
     pending: dict[str, CreateTemp | Iterate] = field(default_factory=dict)
+    # the rows a recursion kept for its result's view, released after the plan's clean-up
+    # (dropping a temporary view leaves the frame's blocks in the Spark context)
+    kept: list[DataFrame] = field(default_factory=list)
 
     def create_read(self, spark: SparkSession, text: str) -> None:
         """Create the pending temp views ``text`` reads (and those they read), first. A
@@ -283,6 +286,8 @@ def iterate(spark: SparkSession, run: Run, step: Iterate) -> None:
             if name != result:
                 spark.catalog.dropTempView(name)
                 frame.unpersist()
+            else:  # read by the plan's later statements: released after its clean-up
+                run.kept.append(frame)
 
 
 def _view(statement: str) -> tuple[str, str]:
@@ -492,6 +497,8 @@ def _run_steps(
                             stacklevel=2,
                         )
                 record(step, started)
+        for frame in run.kept:
+            frame.unpersist()
     return run.values
 
 
