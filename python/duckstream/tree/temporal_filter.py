@@ -47,6 +47,8 @@ class TemporalFilter(Block):
         " rows that crossed a boundary as the clock moved"
     )
     predicate: exp.Expr  # the temporal conjuncts, the clock as marks (normalize.pin_clock)
+    # the clock is a source of this operator (tree.base.moves_with_clock)
+    reads_moving_clock: ClassVar[bool] = True
 
     def sources(self) -> list[Source]:
         return self.input.sources()
