@@ -98,6 +98,8 @@ REBUILT = {
     "aggregate": "SELECT max(d) = {today} AS latest_is_today FROM events",
     "in_on_before_full": "SELECT e.k, u.name FROM events AS e JOIN users AS u"
     " ON e.k = u.k AND e.d < {today} FULL JOIN users AS w ON w.k = e.k + 1",
+    # a branch without FROM that reads the clock
+    "constant_branch": "SELECT k, d FROM events UNION ALL SELECT 0 AS k, {today} AS d",
     # a date spine up to today (a constant relation that reads the clock) joined to facts
     "spine": "SELECT CAST(g.day AS DATE) AS day, count(e.k) AS n FROM generate_series("
     "CAST({today} AS TIMESTAMP) - INTERVAL 20 DAY, CAST({today} AS TIMESTAMP), INTERVAL 1 DAY)"
@@ -144,6 +146,7 @@ CLOCK_ONLY_REBUILT = {
     "series_to_today": "SELECT CAST(g.day AS DATE) AS day FROM generate_series("
     "CAST({today} AS TIMESTAMP) - INTERVAL 5 DAY, CAST({today} AS TIMESTAMP), INTERVAL 1 DAY)"
     " AS g(day)",
+    "today": "SELECT {today} AS today, 1 AS one",  # no FROM: one row
 }
 REBUILT_VIEWS = {**REBUILT, **CLOCK_ONLY_REBUILT}
 
@@ -486,7 +489,9 @@ def test_a_clock_only_view_records_its_clock_for_status_and_explain(harness):
     assert status.view == "dl.main.mv" and status.pending == 0 and status.cursors == {}
     assert "the clock moved from 2026-01-10" in status_text([status])
     text = explain(_view(template)).text()
-    assert "TemporalFilter" in text and "clock" in text
+    assert "  the clock: current_date (its only source: no table)\n" in text
+    assert "temporal filter all_periods.date_month <= current_date" in text
+    assert "constant relation date_month" in text
 
 
 # -- the property: random windows, the clock moving by random amounts ---------------------
