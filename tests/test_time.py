@@ -570,6 +570,57 @@ def test_property_random_windows_and_clocks(
         con.close()
 
 
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    name=st.sampled_from(sorted({**CLOCK_ONLY, **CLOCK_ONLY_REBUILT})),
+    # the clock's steps, in hours: none, within a day, across days and months, back
+    hours=st.lists(
+        st.one_of(st.just(0), st.integers(-1440, 1440), st.sampled_from([3, 24, -24, 744])),
+        min_size=1,
+        max_size=5,
+    ),
+    strategy=st.sampled_from(["incremental", "auto", "full", "plain SQL"]),
+    schema=st.booleans(),
+)
+def test_property_clock_only_views_through_random_clocks(
+    tmp_path_factory, name, hours, strategy, schema
+):
+    """A view whose only source is the clock, refreshed by the runner (each strategy) or by
+    the plan's plain SQL as the clock moves by random steps, equals the view evaluated at
+    each clock."""
+    directory = tmp_path_factory.mktemp("lake")
+    con = connect_ducklake(str(directory / "lake"), alias="dl")
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        harness = DuckLakeHarness(con)
+        template = {**CLOCK_ONLY, **CLOCK_ONLY_REBUILT}[name]
+        kwargs = {"schema": tables_schema([EVENTS, USERS])} if schema else {}
+        plan = harness.compile(_view(template), **kwargs)
+        clock = START
+        _set_clock(con, clock)
+        setup(con, plan)
+        for n, step in enumerate(hours, 1):
+            clock += datetime.timedelta(hours=step)
+            _set_clock(con, clock)
+            if strategy == "plain SQL":
+                try:
+                    for statement in plan.maintain:
+                        con.execute(statement)
+                except duckdb.Error as error:
+                    assert "rebuild required" in str(error) and name in CLOCK_ONLY_REBUILT
+                    con.execute("ROLLBACK")
+                    refresh(con, plan, strategy="full")
+            else:
+                try:
+                    refresh(con, plan, strategy=strategy)
+                except RebuildRequired:
+                    assert strategy == "incremental" and name in CLOCK_ONLY_REBUILT
+                    refresh(con, plan, strategy="full")
+            _check(harness, plan, template, clock, f"after refresh {n} ({strategy})")
+    finally:
+        con.close()
+
+
 # -- the operator's delta rule against its definition, on plain tables --------------------
 
 
