@@ -127,6 +127,7 @@ def _date_spine(datepart: str, start: str, intervals: int, end: str) -> str:
     )
 
 
+_DAYS = "range(DATE '2025-12-01', DATE '2026-04-01', INTERVAL 1 DAY) AS r(d)"
 # Views whose only source is the clock: their refresh pins the clock alone.
 CLOCK_ONLY = {
     # dbt Labs' mrr-playbook util_months: months from June 2025 (the intervals up to the
@@ -139,6 +140,16 @@ CLOCK_ONLY = {
     "days_per_month": "SELECT date_trunc('month', s.date_day) AS month, count(*) AS days"
     " FROM (" + _date_spine("day", "cast('2025-12-20' as date)", 60, "{today}") + ") AS s"
     " GROUP BY date_trunc('month', s.date_day)",
+    # the other operators over a spine up to today
+    "days_numbered": "SELECT r.d, row_number() OVER (ORDER BY r.d DESC) AS n FROM"
+    f" {_DAYS} WHERE r.d <= {{today}}",
+    "last_three_days": f"SELECT r.d FROM {_DAYS} WHERE r.d <= {{today}} ORDER BY r.d DESC LIMIT 3",
+    "months_seen": f"SELECT DISTINCT date_trunc('month', r.d) AS m FROM {_DAYS}"
+    " WHERE r.d <= {today}",
+    "days_but_holidays": f"SELECT r.d FROM {_DAYS} WHERE r.d <= {{today}} EXCEPT"
+    " SELECT q.d FROM range(DATE '2026-01-01', DATE '2026-01-05', INTERVAL 1 DAY) AS q(d)",
+    "with_a_constant_row": f"SELECT r.d FROM {_DAYS} WHERE r.d <= {{today}} UNION ALL"
+    " SELECT TIMESTAMP '2020-01-01' AS d",
 }
 # a clock-only view with the clock outside a temporal filter (the series' bounds): rebuilt
 # when the date moved, the reason stated
