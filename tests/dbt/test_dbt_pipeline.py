@@ -75,7 +75,9 @@ def test_change_cycles_are_maintained_incrementally(shop: Shop) -> None:
         assert_equivalent(build)
         assert set(build.nodes) >= IVM_MODELS, IVM_MODELS - set(build.nodes)
         for name, message in messages(build, IVM_MODELS).items():
-            assert message.startswith("incremental: +"), (batch, name, message)
+            # (a model that reads the clock says so when the day turned since the last run)
+            moved = name in CLOCK_MODELS and message.startswith("incremental (the clock moved")
+            assert message.startswith("incremental: +") or moved, (batch, name, message)
         # the chained model: the only change it sees is its upstream model's (whose docs
         # persist_docs does not rewrite when unchanged)
         assert "from 1 source" in build.nodes["customer_segments"][1]
