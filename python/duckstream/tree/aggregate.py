@@ -24,6 +24,7 @@ from duckstream.tree.base import (
     Context,
     Relation,
     Term,
+    changed_flag,
     column_tables,
     key_in,
     union_all,
@@ -238,7 +239,7 @@ def regroup_delta(
     """
     ctx.counter += 1
     affected = f"_ivm_affected_{ctx.counter}"
-    guard = exp.paren(exp.or_(*(ctx.engine.changed(s) for s in block.sources())))
+    guard = changed_flag(ctx, [block])
     names = group_key_names(len(groups))
     parts = []
     for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):

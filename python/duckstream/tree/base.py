@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -726,6 +726,56 @@ class Relation(ABC):
         :meth:`delta`'s rows (a superset allowed), or ``None``: what :meth:`Leaf.delta_rows`
         of a derived table over it offers for semi-join filters."""
         return None
+
+
+# An operator, a leaf or a relation of the tree.
+Node = Leaf | Block | Relation
+
+
+def moves_with_clock(node: Node) -> bool:
+    """Whether ``node`` holds a temporal filter (:mod:`duckstream.tree.temporal_filter`):
+    the clock is one of its sources, and its rows change when the clock moves even where no
+    table changed (a date spine of constants up to ``current_date``). Walks the operators'
+    fields, so that every operator need not say it."""
+    seen: set[int] = set()
+
+    def holds(value: object) -> bool:
+        if id(value) in seen:
+            return False
+        seen.add(id(value))
+        if getattr(value, "reads_moving_clock", False):
+            return True
+        if isinstance(value, list | tuple):
+            return any(holds(v) for v in value)
+        if isinstance(value, Leaf | Block | Relation) and is_dataclass(value):
+            return any(holds(getattr(value, f.name)) for f in fields(value))
+        return False
+
+    return holds(node)
+
+
+def changes(node: Node) -> bool:
+    """Whether ``node`` can change between two refreshes: it reads a table or the clock (a
+    constant relation never changes, so operators leave its delta terms out)."""
+    return bool(node.sources()) or moves_with_clock(node)
+
+
+def changed_flag(ctx: Context, nodes: Iterable[Node]) -> exp.Expr:
+    """A guard, constant during one refresh: did something ``nodes`` read change in the
+    window? A source (each engine's flag also holds when the clock of a temporal filter
+    moved), or, for nodes that read no table, the clock of their temporal filters. FALSE for
+    constants.
+
+    >>> from duckstream.tree.constant import ConstantRelation
+    >>> from sqlglot import parse_one
+    >>> changed_flag(None, [ConstantRelation(parse_one("SELECT 1 AS x"))]).sql()
+    'FALSE'
+    """
+    nodes = list(nodes)
+    flags = [ctx.engine.changed(s) for node in nodes for s in node.sources()]
+    if not flags and any(moves_with_clock(node) for node in nodes):
+        flags.append(ctx.engine.clock_moved())
+    return exp.paren(exp.or_(*flags)) if flags else exp.false()
 
 
 def mult_column(alias: str) -> exp.Column:
