@@ -635,6 +635,12 @@ class Leaf(ABC):
         changed keys, one column at a time, and a superset of them keeps it implied."""
         return None
 
+    def reads_changes_only(self, ctx: Context) -> bool:
+        """Whether the leaf's delta reads nothing but one source's changes, cheap to read
+        again (:meth:`Block.reads_changes_only`): a source's changes, or a derived table
+        that projects and filters them."""
+        return False
+
 
 class Block(ABC):
     """An operator that produces terms (join, filter): an open SELECT block."""
@@ -726,6 +732,11 @@ class Relation(ABC):
         :meth:`delta`'s rows (a superset allowed), or ``None``: what :meth:`Leaf.delta_rows`
         of a derived table over it offers for semi-join filters."""
         return None
+
+    def reads_changes_only(self, ctx: Context) -> bool:
+        """Whether :meth:`delta` reads nothing but one source's changes, cheap to read
+        again (:meth:`Block.reads_changes_only`), through projections and filters only."""
+        return False
 
 
 # An operator, a leaf or a relation of the tree.

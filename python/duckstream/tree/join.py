@@ -65,7 +65,6 @@ from duckstream.tree.base import (
 )
 from duckstream.tree.demand import narrow_delta
 from duckstream.tree.lateral_subquery import LateralSubquery
-from duckstream.tree.scan import Scan
 
 INNER, LEFT, RIGHT, FULL = "inner", "left", "right", "full"
 MARK = "_ivm_present"
@@ -247,6 +246,7 @@ class Join(Block):
 
         >>> from sqlglot import parse_one
         >>> from duckstream.engines.base import Source
+        >>> from duckstream.tree.scan import Scan
         >>> def leaf(name):
         ...     return Scan(Source("c", "s", name, 0), exp.TableAlias(this=exp.to_identifier(name)))
         >>> q = parse_one("SELECT * FROM a JOIN b ON a.k = b.k LEFT JOIN c ON b.k = c.k")
@@ -259,11 +259,9 @@ class Join(Block):
         return inner and all(leaf.only_grows() for leaf in self.leaves)
 
     def reads_changes_only(self, ctx: Context) -> bool:
-        return (
-            len(self.leaves) == 1
-            and isinstance(self.leaves[0], Scan)
-            and self.leaves[0].delta_rows(ctx) is not None
-        )
+        # one leaf: a source's changes, or a derived table projecting and filtering them (a
+        # staging model or a CTE ``SELECT cols FROM t WHERE p`` inlined into the view)
+        return len(self.leaves) == 1 and self.leaves[0].reads_changes_only(ctx)
 
     def key_terms(self, ctx: Context, aliases: frozenset[str] | None) -> list[Term]:
         """The delta terms, but for the unmatched-row terms of a last LEFT (or FULL) step
