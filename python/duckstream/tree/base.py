@@ -119,6 +119,8 @@ class Term:
         of join ``i``), as :meth:`key_filters` places them. A key filter ``t.y IN (...)`` on
         a derived table ``t`` is also pushed into ``t`` (:func:`push_key_filter`): the engine
         then groups only the rows of the keys wanted, not the whole table."""
+        if not filters:
+            return self  # (the copies below are for the filters' edits: none to make)
         from_ = self.from_.copy()
         joins = [j.copy() for j in self.joins]
         where = list(self.where)
