@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Engine, Source, Version
-from duckstream.expressions import conjuncts, ident
+from duckstream.expressions import conjuncts, ident, parenthesized
 
 if TYPE_CHECKING:
     from duckstream.tree.shared_cte import Shares
@@ -173,7 +173,7 @@ class Term:
         def keys(column: str) -> exp.Select | None:
             if has is not None and column not in has:
                 return None
-            query = exp.select(exp.column(column)).from_(exp.paren(rows.copy()).as_("_ivm_d"))
+            query = exp.select(exp.column(column)).from_(parenthesized(rows.copy(), "_ivm_d"))
             return query.where(*kept, copy=False) if kept else query
 
         return self.key_filters(self.delta_alias, keys)
@@ -338,7 +338,7 @@ class Term:
             return None
         key = exp.column(column, table=table)
         query = exp.select(key.copy()).from_(relation.copy())
-        query = query.where(*kept, exp.In(this=key, query=exp.paren(keys.copy())), copy=False)
+        query = query.where(*kept, exp.In(this=key, query=exp.Paren(this=keys.copy())), copy=False)
         return _only(column, query)
 
 
