@@ -93,7 +93,7 @@ class GroupedSink(Sink):
                 return self.aggregates[int(name[1:])].value(row, self.engine)
             return n
 
-        return node.copy().transform(fill)
+        return node.transform(fill)
 
     @property
     def is_global(self) -> bool:
