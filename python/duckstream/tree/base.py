@@ -111,7 +111,7 @@ class Term:
         if term.joins:
             query.set("joins", [j.copy() for j in term.joins])
         if conditions:
-            query.set("where", exp.Where(this=exp.and_(*conditions)))
+            query.set("where", exp.Where(this=exp.and_(*conditions, copy=False)))
         return query
 
     def with_filters(self, filters: list[tuple[int | None, exp.Expr]]) -> Term:
