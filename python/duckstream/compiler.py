@@ -393,7 +393,7 @@ def _fill_view(
         return aliased(engine.state(source, Version.NEW), alias)
 
     try:
-        pinned = recompute.copy().transform(pin)
+        pinned = recompute.transform(pin)
     except KeyError:  # a table the tree does not read: not the same query
         return None
     return pinned if isinstance(pinned, exp.Query) else None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Engine, Source, Version
-from duckstream.expressions import conjuncts, ident
+from duckstream.expressions import conjuncts, ident, parenthesized
 
 if TYPE_CHECKING:
     from duckstream.tree.shared_cte import Shares
@@ -111,7 +111,7 @@ class Term:
         if term.joins:
             query.set("joins", [j.copy() for j in term.joins])
         if conditions:
-            query.set("where", exp.Where(this=exp.and_(*conditions)))
+            query.set("where", exp.Where(this=exp.and_(*conditions, copy=False)))
         return query
 
     def with_filters(self, filters: list[tuple[int | None, exp.Expr]]) -> Term:
@@ -119,6 +119,8 @@ class Term:
         of join ``i``), as :meth:`key_filters` places them. A key filter ``t.y IN (...)`` on
         a derived table ``t`` is also pushed into ``t`` (:func:`push_key_filter`): the engine
         then groups only the rows of the keys wanted, not the whole table."""
+        if not filters:
+            return self  # (the copies below are for the filters' edits: none to make)
         from_ = self.from_.copy()
         joins = [j.copy() for j in self.joins]
         where = list(self.where)
@@ -171,7 +173,7 @@ class Term:
         def keys(column: str) -> exp.Select | None:
             if has is not None and column not in has:
                 return None
-            query = exp.select(exp.column(column)).from_(exp.paren(rows.copy()).as_("_ivm_d"))
+            query = exp.select(exp.column(column)).from_(parenthesized(rows.copy(), "_ivm_d"))
             return query.where(*kept, copy=False) if kept else query
 
         return self.key_filters(self.delta_alias, keys)
@@ -336,7 +338,7 @@ class Term:
             return None
         key = exp.column(column, table=table)
         query = exp.select(key.copy()).from_(relation.copy())
-        query = query.where(*kept, exp.In(this=key, query=exp.paren(keys.copy())), copy=False)
+        query = query.where(*kept, exp.In(this=key, query=exp.Paren(this=keys.copy())), copy=False)
         return _only(column, query)
 
 
@@ -572,12 +574,15 @@ def row_columns(rows: exp.Expr) -> set[str] | None:
 
 
 def union_all(queries: list[exp.Select]) -> exp.Query:
-    """``q1 UNION ALL q2 ...``; an empty list is not allowed."""
+    """``q1 UNION ALL q2 ...``, adopting the queries (each caller builds them for it, so
+    nothing is copied); an empty list is not allowed."""
     assert queries, "union of no queries"
-    result: exp.Query = queries[0]
-    for query in queries[1:]:
-        result = exp.union(result, query, distinct=False)
-    return result
+    assert len({id(q) for q in queries}) == len(queries), "a query twice in one union"
+    if len(queries) == 1:
+        return queries[0]
+    # one n-ary call: a pairwise fold copies the growing left side again at each step
+    # (quadratic in the branches: a CUBE's 32 took seconds)
+    return exp.union(*queries, distinct=False, copy=False)
 
 
 @dataclass

@@ -153,11 +153,11 @@ class Join(Block):
                 return relations[int(node.name)].copy()
             return node
 
-        from_ = self.from_.copy().transform(fill)
+        from_ = self.from_.transform(fill)
         joins = []
         steps = zip(self.joins[: len(relations) - 1], part.kinds, part.on, strict=True)
         for join, kind, extra in steps:
-            filled = join.copy().transform(fill)
+            filled = join.transform(fill)
             assert isinstance(filled, exp.Join)
             if kind != join_kind(join):
                 _set_kind(filled, kind)
