@@ -503,6 +503,7 @@ CONSTRUCTS = [
     "constants",  # VALUES, range / generate_series, FROM-less SELECTs: unioned, joined, grouped
     "lateral",  # unnest / range / generate_series over a row's columns; LATERAL subqueries
     "shared_cte",  # one CTE read twice: self-joined, in a subquery and outside, in a union
+    "staged",  # dbt's shape: staging CTEs joined, outer or inner, to a per-key aggregate
 ]
 OUTER_SHAPES = ["project", "distinct", "aggregate", "global", "having"]
 
@@ -797,6 +798,8 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         return draw(lateral_views(tables_, portable))
     if construct == "shared_cte":
         return draw(shared_cte_views(tables_, portable))
+    if construct == "staged":
+        return draw(staged_views(tables_, portable))
     t0, t1 = tables_[0], tables_[-1]
     shape = draw(st.sampled_from(OUTER_SHAPES))
     options = Options(portable=portable)
@@ -871,6 +874,62 @@ def construct_views(draw, tables_: list[TableSpec], construct: str, portable: bo
         else:
             raise ValueError(f"unknown construct {construct!r}")
         sql, _ = draw(select(relations, shape, options))
+    with_ = [c for c in ctes if c]
+    return (f"WITH {', '.join(with_)} " if with_ else "") + sql
+
+
+# -- dbt's staged shape ------------------------------------------------------------------
+@st.composite
+def staged_views(draw, tables_: list[TableSpec], portable: bool = False) -> str:
+    """dbt's mart over staging models, as the demo's ``customer_orders`` and ``order_facts``
+    (their staging views inlined): "staged" relations, each a projection of one table,
+    filtered or not, sometimes staged twice (a CTE over a CTE), as a CTE or a derived table;
+    the first joined on its key (LEFT, inner, RIGHT or FULL) to a per-key aggregate of the
+    other table's staged relation, and sometimes LEFT or inner to that staged relation
+    itself; a plain, DISTINCT or grouped select over the join, filtered or not."""
+    t0, t1 = tables_[0], tables_[-1]
+    options = Options(portable=portable)
+    ctes: list[str] = []
+
+    def wrap(body: str, columns: list, alias: str | None = None) -> Relation:
+        """``body`` as a CTE (read under ``alias``) or a derived table."""
+        name = f"stg{len(ctes) + 1}"
+        if draw(st.booleans()):
+            ctes.append(f"{name} AS ({body})")
+            if alias is None:
+                return Relation(name, name, columns)
+            return Relation(f"{name} AS {alias}", alias, columns)
+        ctes.append("")  # keep names unique
+        return Relation(f"({body}) AS {alias or name}", alias or name, columns)
+
+    def staged(table: TableSpec, alias: str) -> Relation:
+        relation = draw(table_relation(table))
+        levels = draw(st.integers(1, 2))
+        for level in range(levels):
+            body, columns = draw(subquery(relation, "project", options, f"{alias}{level}_"))
+            relation = wrap(body, columns, alias if level == levels - 1 else None)
+        return relation
+
+    first = staged(t0, "a")
+    body, columns = draw(subquery(staged(t1, "s"), "aggregate", options, "n"))
+    summary = wrap(body, columns, "g")
+    kind = draw(st.sampled_from(["LEFT", "LEFT", "INNER", "RIGHT", "FULL"]))
+    from_ = f"{first.source} {kind} JOIN {summary.source} ON g.k = a.k"
+    relations = [first, summary]
+    if draw(st.booleans()):
+        other = staged(t1, "b")
+        earlier = draw(st.sampled_from(["a", "g"]))
+        from_ += f" {draw(st.sampled_from(['LEFT', 'INNER']))} JOIN {other.source}"
+        from_ += f" ON b.k = {earlier}.k"
+        relations.append(other)
+    qualified = _qualified(relations)
+    shape = draw(st.sampled_from(["project", "project", "distinct", "aggregate"]))
+    items, keys, _ = draw(select_items(qualified, shape, options))
+    where = f" WHERE {draw(predicate(qualified))}" if draw(st.integers(0, 3)) == 0 else ""
+    distinct = "DISTINCT " if shape == "distinct" else ""
+    sql = f"SELECT {distinct}{', '.join(items)} FROM {from_}{where}"
+    if keys:
+        sql += f" GROUP BY {', '.join(keys)}"
     with_ = [c for c in ctes if c]
     return (f"WITH {', '.join(with_)} " if with_ else "") + sql
 

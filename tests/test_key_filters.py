@@ -62,3 +62,68 @@ def test_terms_of_changed_keys_group_only_those_keys(query):
                 f"term guarded by {guards} groups {relation.alias_or_name} whole"
             )
     assert checked
+
+
+# dbt's shape (integration_tests' customer_orders and order_facts, staging views inlined):
+# the joined relations and the grouped one read their tables through projections and filters
+STAGED = {
+    "customer_orders": """
+        WITH customers AS (SELECT * FROM (SELECT customer_id, name, country FROM customers) AS s),
+        orders AS (SELECT order_id, customer_id, order_date FROM orders WHERE status <> 'x'),
+        summary AS (SELECT customer_id, count(*) AS n, max(order_date) AS last_order
+                    FROM orders GROUP BY customer_id)
+        SELECT customers.*, coalesce(summary.n, 0) AS n, summary.last_order
+        FROM customers LEFT JOIN summary ON summary.customer_id = customers.customer_id""",
+    "order_facts": """
+        WITH orders AS (SELECT order_id, customer_id FROM orders WHERE status <> 'x'),
+        customers AS (SELECT customer_id, name FROM customers),
+        totals AS (SELECT order_id, count(*) AS lines, sum(amount) AS amount
+                   FROM (SELECT order_id, quantity * price AS amount FROM items) AS i
+                   GROUP BY order_id)
+        SELECT orders.*, customers.name, totals.lines, totals.amount
+        FROM orders LEFT JOIN customers ON customers.customer_id = orders.customer_id
+        LEFT JOIN totals ON totals.order_id = orders.order_id""",
+}
+STAGED_SCHEMA = {
+    "customers": {"customer_id": "INT", "name": "VARCHAR", "country": "VARCHAR"},
+    "orders": {"order_id": "INT", "customer_id": "INT", "order_date": "DATE", "status": "VARCHAR"},
+    "items": {"order_id": "INT", "quantity": "INT", "price": "DECIMAL(10, 2)"},
+}
+# the tables whose changed keys reach the grouped relation by an equality of its key (a
+# customer's change reaches order_facts' totals only through the orders of that customer)
+STAGED_KEYED = {"customer_orders": {"customers", "orders"}, "order_facts": {"orders", "items"}}
+
+
+@pytest.mark.parametrize("view", sorted(STAGED))
+def test_staged_relations_offer_their_changed_keys(view):
+    """A projection of one table's changes (a staging model, a CTE) is cheap to read again,
+    so it offers its changed keys as the table's changes do: every term that joins the
+    grouped relation groups only the changed keys, and no term computes the grouped
+    relation's delta (its affected groups regrouped at two snapshots) more than once, where
+    its changed keys (the affected groups) would do."""
+    plan = compile_ivm(
+        STAGED[view], mv_name="v", mv_catalog="lake", mv_schema="main", schema=STAGED_SCHEMA
+    )
+    names = [s.table for s in plan.sources]
+    keyed = {i for i, name in enumerate(names) if name in STAGED_KEYED[view]}
+    (delta,) = [
+        s for s in plan.maintain if s.startswith("CREATE") and s.split(" AS ")[0].endswith("_delta")
+    ]
+    terms = sqlglot.parse_one(delta, read="duckdb").find(exp.Union)  # under the netting
+    assert terms is not None
+    checked = 0
+    for term in _branches(terms):
+        assert isinstance(term, exp.Select)
+        regrouped = [
+            c for c in term.find_all(exp.CTE) if c.alias_or_name.startswith("_ivm_affected")
+        ]
+        assert len(regrouped) <= 1, f"a term regroups {len(regrouped)} times:\n{term.sql()}"
+        guards = {int(i) for i in re.findall(r"\.changed_(\d+)\)", term.args["where"].sql())}
+        if not guards <= keyed:
+            continue  # a change whose keys reach the grouped relation only through a join
+        for relation in _grouped_relations(term):
+            if relation.find(exp.CTE) is not None:
+                continue  # the grouped relation's own delta: its affected groups
+            checked += 1
+            assert " IN (SELECT " in relation.sql(), f"{relation.alias_or_name} grouped whole"
+    assert checked

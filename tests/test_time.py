@@ -26,10 +26,13 @@ from sqlglot import exp, parse_one
 from duckstream.compiler import compile_ivm
 from duckstream.engines.base import Source, Target, Version
 from duckstream.engines.ducklake.engine import DuckLakeEngine
+from duckstream.engines.ducklake.status import views_status
 from duckstream.errors import RebuildRequired, UnsupportedSQLError
+from duckstream.explain import explain
 from duckstream.normalize import normalize
 from duckstream.normalize.pin_clock import is_temporal_filter, pin_clock
 from duckstream.runtime import refresh, setup
+from duckstream.status import status_text
 from duckstream.strategy import Policy
 from duckstream.testing.differential import (
     Column,
@@ -81,6 +84,12 @@ TEMPORAL = {
     " WHERE e.k = u.k AND e.d >= {today} - 3)",
     "window": "SELECT k, d, rank() OVER (PARTITION BY v ORDER BY d, k) AS r FROM events"
     " WHERE d > {today} - 6",
+    # a spine of constants filtered up to today, joined to facts: the spine's days that
+    # cross today are changes of the join (its first counterexample: the join left out the
+    # delta of a leaf that reads no table, and kept the old days)
+    "spine_joined": "SELECT s.day, count(e.k) AS n FROM (SELECT CAST(r.d AS DATE) AS day"
+    " FROM range(DATE '2026-01-01', DATE '2026-03-01', INTERVAL 1 DAY) AS r(d)"
+    " WHERE r.d <= {today}) AS s LEFT JOIN events AS e ON e.d = s.day GROUP BY s.day",
 }
 # the clock outside a temporal filter: a rebuild when its value moved
 REBUILT = {
@@ -89,11 +98,68 @@ REBUILT = {
     "aggregate": "SELECT max(d) = {today} AS latest_is_today FROM events",
     "in_on_before_full": "SELECT e.k, u.name FROM events AS e JOIN users AS u"
     " ON e.k = u.k AND e.d < {today} FULL JOIN users AS w ON w.k = e.k + 1",
+    # a branch without FROM that reads the clock
+    "constant_branch": "SELECT k, d FROM events UNION ALL SELECT 0 AS k, {today} AS d",
     # a date spine up to today (a constant relation that reads the clock) joined to facts
     "spine": "SELECT CAST(g.day AS DATE) AS day, count(e.k) AS n FROM generate_series("
     "CAST({today} AS TIMESTAMP) - INTERVAL 20 DAY, CAST({today} AS TIMESTAMP), INTERVAL 1 DAY)"
     " AS g(day) LEFT JOIN events AS e ON e.d = CAST(g.day AS DATE) GROUP BY g.day",
 }
+
+
+def _date_spine(datepart: str, start: str, intervals: int, end: str) -> str:
+    """dbt_utils' ``date_spine(datepart, start, end)`` as dbt-duckdb renders it
+    (integration_tests/packages/dbt_utils: ``generate_series`` of the intervals counted
+    when the model compiles, the dates added to ``start``, filtered up to ``end``)."""
+    bits = max(1, (intervals - 1).bit_length())
+    terms = " + ".join(f"p{i}.generated_number * power(2, {i})" for i in range(bits))
+    joins = " cross join ".join(f"p as p{i}" for i in range(bits))
+    return (
+        "with rawdata as (with p as (select 0 as generated_number union all select 1),"
+        f" unioned as (select {terms} + 1 as generated_number from {joins})"
+        f" select * from unioned where generated_number <= {intervals}"
+        " order by generated_number),"
+        f" all_periods as (select ({start} + cast(row_number() over"
+        f" (order by generated_number) - 1 as bigint) * interval 1 {datepart})"
+        f" as date_{datepart} from rawdata),"
+        f" filtered as (select * from all_periods where date_{datepart} <= {end})"
+        " select * from filtered"
+    )
+
+
+_DAYS = "range(DATE '2025-12-01', DATE '2026-04-01', INTERVAL 1 DAY) AS r(d)"
+# Views whose only source is the clock: their refresh pins the clock alone.
+CLOCK_ONLY = {
+    # dbt Labs' mrr-playbook util_months: months from June 2025 (the intervals up to the
+    # day the model compiled, counted then), filtered up to today
+    "util_months": _date_spine("month", "cast('2025-06-01' as date)", 12, "{today}"),
+    "util_days": _date_spine("day", "cast('2025-12-20' as date)", 60, "{today}"),
+    "last_week": "SELECT CAST(r.d AS DATE) AS day FROM range(DATE '2025-12-01',"
+    " DATE '2026-04-01', INTERVAL 1 DAY) AS r(d) WHERE r.d <= {today}"
+    " AND r.d > {today} - INTERVAL 7 DAY",
+    "days_per_month": "SELECT date_trunc('month', s.date_day) AS month, count(*) AS days"
+    " FROM (" + _date_spine("day", "cast('2025-12-20' as date)", 60, "{today}") + ") AS s"
+    " GROUP BY date_trunc('month', s.date_day)",
+    # the other operators over a spine up to today
+    "days_numbered": "SELECT r.d, row_number() OVER (ORDER BY r.d DESC) AS n FROM"
+    f" {_DAYS} WHERE r.d <= {{today}}",
+    "last_three_days": f"SELECT r.d FROM {_DAYS} WHERE r.d <= {{today}} ORDER BY r.d DESC LIMIT 3",
+    "months_seen": f"SELECT DISTINCT date_trunc('month', r.d) AS m FROM {_DAYS}"
+    " WHERE r.d <= {today}",
+    "days_but_holidays": f"SELECT r.d FROM {_DAYS} WHERE r.d <= {{today}} EXCEPT"
+    " SELECT q.d FROM range(DATE '2026-01-01', DATE '2026-01-05', INTERVAL 1 DAY) AS q(d)",
+    "with_a_constant_row": f"SELECT r.d FROM {_DAYS} WHERE r.d <= {{today}} UNION ALL"
+    " SELECT TIMESTAMP '2020-01-01' AS d",
+}
+# a clock-only view with the clock outside a temporal filter (the series' bounds): rebuilt
+# when the date moved, the reason stated
+CLOCK_ONLY_REBUILT = {
+    "series_to_today": "SELECT CAST(g.day AS DATE) AS day FROM generate_series("
+    "CAST({today} AS TIMESTAMP) - INTERVAL 5 DAY, CAST({today} AS TIMESTAMP), INTERVAL 1 DAY)"
+    " AS g(day)",
+    "today": "SELECT {today} AS today, 1 AS one",  # no FROM: one row
+}
+REBUILT_VIEWS = {**REBUILT, **CLOCK_ONLY_REBUILT}
 
 
 def _view(template: str) -> str:
@@ -273,9 +339,9 @@ def test_only_the_clock_moving_is_a_change(harness, name):
     _check(harness, plan, template, START + 3 * DAY, "after auto")
 
 
-def test_the_plan_as_plain_sql_reads_the_same_clock(harness):
+@pytest.mark.parametrize("template", [TEMPORAL["grouped"], CLOCK_ONLY["util_days"]])
+def test_the_plan_as_plain_sql_reads_the_same_clock(harness, template):
     _create(harness)
-    template = TEMPORAL["grouped"]
     plan = harness.compile(_view(template))
     _set_clock(harness.con, START)
     for statement in [plan.create_cursors_table, plan.create_mv, *plan.initialize_cursors]:
@@ -289,10 +355,10 @@ def test_the_plan_as_plain_sql_reads_the_same_clock(harness):
         _check(harness, plan, template, clock, f"after plain SQL refresh {n}")
 
 
-@pytest.mark.parametrize("name", sorted(REBUILT))
+@pytest.mark.parametrize("name", sorted(REBUILT_VIEWS))
 def test_the_clock_elsewhere_rebuilds_when_it_moved_and_says_why(harness, name):
     _create(harness)
-    template = REBUILT[name]
+    template = REBUILT_VIEWS[name]
     plan = harness.compile(_view(template))
     _set_clock(harness.con, START)
     setup(harness.con, plan)
@@ -337,6 +403,108 @@ def test_without_a_set_clock_the_refresh_reads_now(harness):
     _check(harness, plan, template, today, "at the real clock")
 
 
+# -- views whose only source is the clock -------------------------------------------------
+
+
+def _newest_snapshot(harness: DuckLakeHarness) -> int:
+    return harness.con.execute("SELECT max(snapshot_id) FROM ducklake_snapshots('dl')").fetchone()[
+        0
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(CLOCK_ONLY))
+def test_a_view_whose_only_source_is_the_clock_compiles_on_both_engines(name):
+    for dialect in ("duckdb", "spark"):
+        if dialect == "spark" and "range(" in CLOCK_ONLY[name]:
+            with pytest.raises(UnsupportedSQLError) as error:  # a series of dates
+                compile_ivm(_view(CLOCK_ONLY[name]), dialect=dialect)
+            assert error.value.feature == "spark_unsupported" and "date_add" in str(error.value)
+            continue
+        plan = compile_ivm(_view(CLOCK_ONLY[name]), dialect=dialect)
+        assert plan.sources == [] and "temporal_filter" in plan.features, dialect
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1 AS x",
+        "SELECT * FROM range(3) AS r(i) WHERE i > 0",
+        "SELECT 1 AS x UNION ALL SELECT 2",
+    ],
+)
+def test_a_view_of_constants_alone_is_refused(sql):
+    """Neither a table nor the clock: nothing can change it, so nothing to maintain."""
+    for dialect in ("duckdb", "spark"):
+        with pytest.raises(UnsupportedSQLError) as error:
+            compile_ivm(sql, dialect=dialect)
+        assert error.value.feature == "no_source"
+        assert "reads no table nor the clock" in error.value.message
+
+
+@pytest.mark.parametrize("name", sorted(CLOCK_ONLY))
+@pytest.mark.parametrize("strategy", ["incremental", "auto", "full"])
+@pytest.mark.parametrize("schema", [False, True])
+def test_a_clock_only_view_is_maintained_as_the_clock_moves(harness, name, strategy, schema):
+    """Its refresh pins the clock alone: unmoved (the same day), nothing is done and
+    nothing committed; moved, the days or months that crossed today are its changes."""
+    _create(harness)
+    template = CLOCK_ONLY[name]
+    kwargs = {"schema": tables_schema([EVENTS, USERS])} if schema else {}
+    plan = harness.compile(_view(template), **kwargs)
+    _set_clock(harness.con, START)
+    setup(harness.con, plan)
+    _check(harness, plan, template, START, "after setup")
+    harness.apply([Insert("events", ((500, START.date(), None, 1),))])  # not read by the view
+    before = _newest_snapshot(harness)
+    _set_clock(harness.con, START + datetime.timedelta(hours=5))
+    report = refresh(harness.con, plan, strategy=strategy)
+    if strategy != "full":
+        assert report.strategy == "incremental"
+        assert _newest_snapshot(harness) == before, "a refresh with nothing to do committed"
+    if strategy == "auto":
+        assert (
+            report.reason == "the view reads no table, and the clock values it reads did not move"
+        )
+    _check(harness, plan, template, START, "the clock did not move")
+    clocks = [START + 3 * DAY, START + 25 * DAY, START + 60 * DAY, START - 30 * DAY]
+    old = START  # an unmoved clock is not recorded: nothing was committed
+    for n, clock in enumerate([*clocks, clocks[-1] + datetime.timedelta(hours=2)], 1):
+        _set_clock(harness.con, clock)
+        report = refresh(harness.con, plan, strategy=strategy)
+        assert report.strategy == ("full" if strategy == "full" else "incremental"), report
+        if strategy == "auto" and clock.date() != old.date():
+            assert report.reason == (
+                f"the clock moved from {old:%Y-%m-%d %H:%M:%S}+00 to"
+                f" {clock:%Y-%m-%d %H:%M:%S}+00: the rows that crossed the view's temporal"
+                " filters are changes"
+            )
+        if clock.date() != old.date() or strategy == "full":
+            old = clock
+        _check(harness, plan, template, clock, f"after refresh {n} ({report.reason})")
+
+
+def test_a_clock_only_view_records_its_clock_for_status_and_explain(harness):
+    template = CLOCK_ONLY["util_months"]
+    plan = harness.compile(_view(template))
+    _set_clock(harness.con, START)
+    setup(harness.con, plan)
+    _set_clock(harness.con, START - 45 * DAY)  # two months back: November 2025
+    refresh(harness.con, plan)
+    (info,) = harness.con.execute(
+        "SELECT commit_extra_info FROM ducklake_snapshots('dl')"
+        " WHERE commit_message = 'cursors of dl.main.mv' ORDER BY snapshot_id DESC LIMIT 1"
+    ).fetchone()
+    assert '"cursors":[]' in info and '"clock":"2025-11-26 12:00:00+00"' in info
+    assert "the clock moved from 2026-01-10 12:00:00+00 to 2025-11-26 12:00:00+00" in info
+    (status,) = views_status(harness.con, "dl")
+    assert status.view == "dl.main.mv" and status.pending == 0 and status.cursors == {}
+    assert "the clock moved from 2026-01-10" in status_text([status])
+    text = explain(_view(template)).text()
+    assert "  the clock: current_date (its only source: no table)\n" in text
+    assert "temporal filter all_periods.date_month <= current_date" in text
+    assert "constant relation date_month" in text
+
+
 # -- the property: random windows, the clock moving by random amounts ---------------------
 
 EXAMPLES = examples(10, 300)
@@ -376,7 +544,7 @@ _step = st.one_of(st.just(0), st.integers(-72, 240), st.sampled_from([24, 48, -2
 
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(
-    name=st.sampled_from(sorted(TEMPORAL) + sorted(REBUILT)),
+    name=st.sampled_from(sorted({**TEMPORAL, **REBUILT_VIEWS, **CLOCK_ONLY})),
     windows=st.lists(st.tuples(st.lists(_batch, max_size=2), _step), min_size=1, max_size=4),
     schema=st.booleans(),
     strategy=st.sampled_from(["incremental", "auto"]),
@@ -391,7 +559,7 @@ def test_property_random_windows_and_clocks(
         con.execute("SET TimeZone = 'UTC'")
         harness = DuckLakeHarness(con)
         _create(harness)
-        template = {**TEMPORAL, **REBUILT}[name]
+        template = {**TEMPORAL, **REBUILT_VIEWS, **CLOCK_ONLY}[name]
         kwargs = {"schema": tables_schema([EVENTS, USERS])} if schema else {}
         plan = harness.compile(_view(template), **kwargs)
         clock = START
@@ -406,9 +574,60 @@ def test_property_random_windows_and_clocks(
             try:
                 refresh(con, plan, strategy=strategy)
             except RebuildRequired:
-                assert strategy == "incremental" and name in REBUILT
+                assert strategy == "incremental" and name in REBUILT_VIEWS
                 refresh(con, plan, strategy="full")
             _check(harness, plan, template, clock, f"after refresh {n}")
+    finally:
+        con.close()
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    name=st.sampled_from(sorted({**CLOCK_ONLY, **CLOCK_ONLY_REBUILT})),
+    # the clock's steps, in hours: none, within a day, across days and months, back
+    hours=st.lists(
+        st.one_of(st.just(0), st.integers(-1440, 1440), st.sampled_from([3, 24, -24, 744])),
+        min_size=1,
+        max_size=5,
+    ),
+    strategy=st.sampled_from(["incremental", "auto", "full", "plain SQL"]),
+    schema=st.booleans(),
+)
+def test_property_clock_only_views_through_random_clocks(
+    tmp_path_factory, name, hours, strategy, schema
+):
+    """A view whose only source is the clock, refreshed by the runner (each strategy) or by
+    the plan's plain SQL as the clock moves by random steps, equals the view evaluated at
+    each clock."""
+    directory = tmp_path_factory.mktemp("lake")
+    con = connect_ducklake(str(directory / "lake"), alias="dl")
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        harness = DuckLakeHarness(con)
+        template = {**CLOCK_ONLY, **CLOCK_ONLY_REBUILT}[name]
+        kwargs = {"schema": tables_schema([EVENTS, USERS])} if schema else {}
+        plan = harness.compile(_view(template), **kwargs)
+        clock = START
+        _set_clock(con, clock)
+        setup(con, plan)
+        for n, step in enumerate(hours, 1):
+            clock += datetime.timedelta(hours=step)
+            _set_clock(con, clock)
+            if strategy == "plain SQL":
+                try:
+                    for statement in plan.maintain:
+                        con.execute(statement)
+                except duckdb.Error as error:
+                    assert "rebuild required" in str(error) and name in CLOCK_ONLY_REBUILT
+                    con.execute("ROLLBACK")
+                    refresh(con, plan, strategy="full")
+            else:
+                try:
+                    refresh(con, plan, strategy=strategy)
+                except RebuildRequired:
+                    assert strategy == "incremental" and name in CLOCK_ONLY_REBUILT
+                    refresh(con, plan, strategy="full")
+            _check(harness, plan, template, clock, f"after refresh {n} ({strategy})")
     finally:
         con.close()
 

@@ -255,6 +255,12 @@ def build_tree(
     recomputed = recompute if recompute != select else None  # the tree's form is the view's
     select = engine.pin_types(select, schema)
     engine.check_view(parsed, select, schema)
+    if reads_no_table(select):
+        raise UnsupportedSQLError(
+            "no_source",
+            "the view reads no table nor the clock, so nothing can change it: there is nothing"
+            " to maintain (materialize it as a table)",
+        )
     target = Target(mv_catalog, mv_schema, naming.mv_table(), naming.cursors_table())
     engine.bind(target, [])  # the clock's run-time values are the view's
     select, recomputed = _read_clock(engine, select, recomputed)
@@ -271,12 +277,6 @@ def build_tree(
         references[PlanSource(table.catalog, table.db, table.name, alias)] = None
         return found[key]
 
-    if reads_no_table(select):
-        raise UnsupportedSQLError(
-            "no_source",
-            "the view reads no table, so nothing can change it: there is nothing to maintain"
-            " (materialize it as a table)",
-        )
     ctx = Context(engine=engine, max_recursion_depth=max_recursion_depth)
     if engine.shares_ctes:
         ctx.shared_ctes = shared_ctes(select)
@@ -393,7 +393,7 @@ def _fill_view(
         return aliased(engine.state(source, Version.NEW), alias)
 
     try:
-        pinned = recompute.copy().transform(pin)
+        pinned = recompute.transform(pin)
     except KeyError:  # a table the tree does not read: not the same query
         return None
     return pinned if isinstance(pinned, exp.Query) else None

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from duckstream.clock import at_clock
 from duckstream.compiler import build_tree, compile_ivm
 from duckstream.engines import engine_for
 from duckstream.engines.base import Engine
@@ -32,6 +33,7 @@ from duckstream.sinks.bag import BagSink
 from duckstream.sinks.grouped import GroupedSink
 from duckstream.tree.aggregate import Aggregate
 from duckstream.tree.base import key_semijoins
+from duckstream.tree.constant import ConstantLeaf, ConstantRelation
 from duckstream.tree.derived import Derived
 from duckstream.tree.distinct import Distinct
 from duckstream.tree.filter import Filter
@@ -43,6 +45,7 @@ from duckstream.tree.project import Project
 from duckstream.tree.recursive import RecursiveCTE, SelfReference
 from duckstream.tree.scan import Scan
 from duckstream.tree.shared_cte import SharedCte
+from duckstream.tree.temporal_filter import TemporalFilter
 from duckstream.tree.union import UnionAll
 from duckstream.tree.window import Window, partition_keys
 
@@ -80,6 +83,7 @@ class Explanation:
     whole_scans: list[str] = field(default_factory=list)  # tables read whole, and when
     rebuilds: list[str] = field(default_factory=list)  # when a refresh rebuilds instead
     features: list[str] = field(default_factory=list)
+    clock: list[str] = field(default_factory=list)  # the clock values it reads (current_date)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -92,12 +96,16 @@ class Explanation:
             "whole_scans": self.whole_scans,
             "rebuilds": self.rebuilds,
             "features": self.features,
+            "clock": self.clock,
         }
 
     def text(self) -> str:
         lines = [f"view {self.view} ({self.dialect})", "", "sources read (columns):"]
         for source, columns in self.sources.items():
             lines.append(f"  {source}: {', '.join(columns) if columns is not None else 'all'}")
+        if self.clock:
+            alone = "" if self.sources else " (its only source: no table)"
+            lines.append(f"  the clock: {', '.join(self.clock)}{alone}")
         lines += ["", "operators (each with its delta rule):"]
         for o in self.operators:
             indent = "  " * (o.depth + 1)
@@ -157,6 +165,7 @@ def explain(
         whole_scans=_whole_scans(plan),
         rebuilds=_rebuilds(plan, dialect),
         features=sorted(plan.features),
+        clock=sorted(engine.clock_filters | engine.clock_rebuilds),
     )
 
 
@@ -175,6 +184,8 @@ def _rebuilds(plan: IVMPlan, dialect: str) -> list[str]:
         "auto (the default): the estimate, or the view's measured times, say a rebuild is"
         " cheaper, or a source changed by more than 10% of its rows",
     ]
+    if not plan.sources:  # its only source is the clock: no table to alter or estimate
+        found = ["no clock was recorded with the view's commit (it was never built)"]
     if _reads_clock_elsewhere(plan):
         found.append(
             "the view reads the clock (current_date, now()...) outside a temporal filter and"
@@ -264,6 +275,15 @@ class _Walk:
         elif isinstance(node, Derived):
             self.add(depth, "derived table", f"AS {node.name}", node.rule)
             self.node(node.query, depth + 1)
+        elif isinstance(node, TemporalFilter):
+            # each mark of the clock as the value it stands for (``current_date``)
+            read = at_clock(node.predicate, lambda kind: exp.var(kind))
+            self.add(depth, "temporal filter", self.sql(read), node.rule)
+            self.node(node.input, depth + 1)
+        elif isinstance(node, ConstantLeaf):
+            self.add(depth, "constant relation", f"AS {node.name}", node.rule)
+        elif isinstance(node, ConstantRelation):
+            self.add(depth, "constant relation", ", ".join(node.columns()), node.rule)
         elif isinstance(node, Filter):
             self.add(depth, "filter", self.sql(node.predicate), node.rule)
             self.node(node.input, depth + 1)

@@ -82,4 +82,4 @@ def restore(expression: exp.Expr) -> exp.Expr:
         query.set("with_", exp.With(expressions=[cte], recursive=True))
         return query
 
-    return expression.copy().transform(back)
+    return expression.transform(back)

@@ -14,6 +14,7 @@ from duckstream.errors import RebuildRequired
 from duckstream.spark import refresh
 from duckstream.testing.differential import Column, Delete, Insert, TableSpec, check_result
 from duckstream.testing.spark_harness import SparkHarness, to_spark
+from test_time import CLOCK_ONLY  # tests/ is on sys.path (its conftest)
 
 pytestmark = pytest.mark.spark
 
@@ -88,3 +89,20 @@ def test_the_clock_in_the_select_list_rebuilds_when_it_moved(harness):
     assert report.strategy == "full"
     assert report.reason == "the view reads current_date, which moved from 2026-01-10 to 2026-01-11"
     _check(harness, plan, template, START + DAY, "after the rebuild")
+
+
+def test_a_view_whose_only_source_is_the_clock_pins_the_clock_alone(harness):
+    """dbt_utils' date_spine by month up to current_date (``tests/test_time.py``'s
+    util_months, as dbt-duckdb renders it), alone: no table, its refresh pins the clock and
+    records it as the view's snapshot property."""
+    template = CLOCK_ONLY["util_months"]
+    plan = harness.compile(template.format(today="current_date"))
+    assert plan.sources == [] and "temporal_filter" in plan.features
+    _set_clock(harness, START)
+    harness.setup(plan)
+    _check(harness, plan, template, START, "after setup")
+    for n, clock in enumerate([START + 3 * DAY, START + 25 * DAY, START - 45 * DAY], 1):
+        _set_clock(harness, clock)
+        report = refresh(harness.spark, plan, strategy="auto")
+        assert report.strategy == "incremental", report
+        _check(harness, plan, template, clock, f"after refresh {n}")

@@ -1,8 +1,9 @@
 -- Every month from January 2024 up to today with its orders (none: 0): dbt Labs'
 -- mrr-playbook's `util_months` spine, built by dbt-utils' date_spine as the playbook calls it
 -- (integration_tests/packages/dbt_utils, vendored), LEFT JOINed to the orders. The spine
--- reads the clock (current_date): a refresh whose date moved rebuilds, any other
--- maintains. (The spine alone reads no table: nothing to maintain, refused as no_source.)
+-- reads the clock (current_date) in a temporal filter: on another day, the months that
+-- crossed today are changes of the join, maintained like the orders' own. (The spine
+-- alone is models/marts/util_months, whose only source is the clock.)
 with util_months as (
     {{ dbt_utils.date_spine(
         datepart="month",

@@ -55,7 +55,7 @@ _CLAUSES = ("group", "having", "limit", "offset", "qualify", "windows", "with_")
 
 
 def aggregate_inequalities(expression: exp.Expr) -> exp.Expr:
-    return expression.copy().transform(_rewrite)
+    return expression.transform(_rewrite)
 
 
 def _rewrite(node: exp.Expr) -> exp.Expr:

@@ -596,7 +596,7 @@ def _over_no_rows(value: exp.Expr, node: exp.Expr) -> exp.Expr:
             return exp.Null()
         raise _fail(node, f"the value of {agg.sql()} over no rows is not known here")
 
-    return value.copy().transform(empty)
+    return value.transform(empty)
 
 
 # -- correlation -----------------------------------------------------------------------------

@@ -89,10 +89,11 @@ def _expand(select: exp.Select, grand_total_over_no_rows: bool) -> exp.Query:
                     exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0)),
                     copy=False,
                 )
-    result: exp.Query = branches[0]
-    for branch in branches[1:]:
-        result = exp.union(result, branch, distinct=bool(select.args.get("distinct")))
-    return result
+    if len(branches) == 1:
+        return branches[0]
+    # one n-ary call over branches built here: no copies (a pairwise fold copies the growing
+    # left side at each step)
+    return exp.union(*branches, distinct=bool(select.args.get("distinct")), copy=False)
 
 
 def _universe(sets: list[list[exp.Expr]]) -> list[exp.Expr]:

@@ -26,7 +26,7 @@ from duckstream.expressions import conjuncts
 
 
 def factor_disjunctions(expression: exp.Expr) -> exp.Expr:
-    return expression.copy().transform(_factor)
+    return expression.transform(_factor)
 
 
 def _factor(node: exp.Expr) -> exp.Expr:

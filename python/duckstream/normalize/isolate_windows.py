@@ -100,7 +100,7 @@ def isolate(select: exp.Select, grouping_keys: list[exp.Expr] | None = None) -> 
         name = names.get(node.sql())
         return exp.column(name, table=INNER) if name is not None else node
 
-    items = [item.copy().transform(rename) for item in select.expressions]
+    items = [item.transform(rename) for item in select.expressions]
     if grouped:
         _check_grouped(select, items)
     return exp.select(*items).from_(aliased(inner, INNER))

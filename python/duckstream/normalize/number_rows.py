@@ -94,7 +94,7 @@ def _spell_out(expression: exp.Expr, select: exp.Select) -> exp.Expr:
             return columns[node.name].copy()
         return node
 
-    return expression.copy().transform(spell)
+    return expression.transform(spell)
 
 
 def _column(name: exp.Identifier) -> exp.Column:

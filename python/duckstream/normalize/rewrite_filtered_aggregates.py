@@ -31,4 +31,4 @@ def rewrite_filtered_aggregates(expression: exp.Expr) -> exp.Expr:
         aggregate.set("this", exp.Case(ifs=[exp.If(this=condition.copy(), true=value.copy())]))
         return aggregate
 
-    return expression.copy().transform(rewrite)
+    return expression.transform(rewrite)

@@ -19,7 +19,7 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Version
-from duckstream.expressions import RaiseError
+from duckstream.expressions import RaiseError, parenthesized
 from duckstream.plan import Step
 from duckstream.sinks.base import Sink
 from duckstream.tree.aggregate import null_safe_match
@@ -82,13 +82,16 @@ class BagSink(Sink):
                 *(col(c) for c in cols),
                 exp.alias_(exp.cast(exp.Sum(this=col(MULT)), exp.DataType.build("bigint")), MULT),
             )
-            .from_(exp.paren(self.relation.delta(self.ctx)).as_("_ivm_d"))
-            .group_by(*(col(c) for c in cols))
-            .having(exp.NEQ(this=exp.Sum(this=col(MULT)), expression=exp.Literal.number(0)))
+            .from_(parenthesized(self.relation.delta(self.ctx), "_ivm_d"))
+            .group_by(*(col(c) for c in cols), copy=False)
+            .having(
+                exp.NEQ(this=exp.Sum(this=col(MULT)), expression=exp.Literal.number(0)),
+                copy=False,
+            )
         )
         numbered_net = exp.select(
             "*", exp.alias_(exp.Window(this=exp.RowNumber()), "_ivm_id")
-        ).from_(exp.paren(net).as_("_ivm_n"))
+        ).from_(parenthesized(net, "_ivm_n"))
         match = null_safe_match([col(c, "m") for c in cols], [col(c, "d") for c in cols])
         # the -n oldest rows (by _ivm_row) of each content whose net count n is negative
         number = exp.Window(
@@ -108,8 +111,8 @@ class BagSink(Sink):
         )
         doomed = (
             exp.select(col(ROW))
-            .from_(exp.paren(paired).as_("_ivm_x"))
-            .where(exp.LTE(this=col("_ivm_rn"), expression=col("_ivm_k")))
+            .from_(parenthesized(paired, "_ivm_x"))
+            .where(exp.LTE(this=col("_ivm_rn"), expression=col("_ivm_k")), copy=False)
         )
         copies = (
             exp.select(

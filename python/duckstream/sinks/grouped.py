@@ -18,7 +18,7 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Version
-from duckstream.expressions import map_children
+from duckstream.expressions import map_children, parenthesized
 from duckstream.plan import Step
 from duckstream.sinks.aggregates import AggregateSpec
 from duckstream.sinks.base import Sink
@@ -93,7 +93,7 @@ class GroupedSink(Sink):
                 return self.aggregates[int(name[1:])].value(row, self.engine)
             return n
 
-        return node.copy().transform(fill)
+        return node.transform(fill)
 
     @property
     def is_global(self) -> bool:
@@ -137,7 +137,7 @@ class GroupedSink(Sink):
             exp.alias_(self._fill(v, r), n) for v, n in zip(self.visible, self.names, strict=True)
         ]
         items += [col(c, r) for c in self.hidden_columns()]
-        query = exp.select(*items).from_(exp.paren(rows).as_(r))
+        query = exp.select(*items).from_(parenthesized(rows.copy(), r))
         conditions = []
         if not keep_empty:
             conditions.append(exp.GT(this=col(COUNT, r), expression=exp.Literal.number(0)))
@@ -146,10 +146,11 @@ class GroupedSink(Sink):
         if flag is not None:
             kept = exp.and_(*conditions) if conditions else exp.true()
             return query.select(
-                exp.alias_(exp.Coalesce(this=exp.paren(kept), expressions=[exp.false()]), flag)
+                exp.alias_(exp.Coalesce(this=exp.paren(kept), expressions=[exp.false()]), flag),
+                copy=False,
             )
         if conditions:
-            query = query.where(exp.and_(*conditions))
+            query = query.where(exp.and_(*conditions), copy=False)
         return query
 
     def _state_rows(self, version: Version) -> exp.Query:
@@ -225,9 +226,12 @@ class GroupedSink(Sink):
             carried = [*keys, *xs.values(), *hs]
             source = (
                 exp.select(*carried, exp.alias_(exp.Sum(this=col(MULT)), MULT))
-                .from_(exp.paren(source).as_("_ivm_dv"))
-                .group_by(*carried)
-                .having(exp.NEQ(this=exp.Sum(this=col(MULT)), expression=exp.Literal.number(0)))
+                .from_(parenthesized(source, "_ivm_dv"))
+                .group_by(*carried, copy=False)
+                .having(
+                    exp.NEQ(this=exp.Sum(this=col(MULT)), expression=exp.Literal.number(0)),
+                    copy=False,
+                )
             )
         m = col(MULT)
         items: list[exp.Expr] = [col(k) for k in keys]
@@ -235,11 +239,11 @@ class GroupedSink(Sink):
         for a in self.aggregates:
             x = col(xs[a.index]) if a.index in xs else exp.null()
             items += a.delta_items(x, m)
-        query = exp.select(*items).from_(exp.paren(source).as_("_ivm_net"))
+        query = exp.select(*items).from_(parenthesized(source, "_ivm_net"))
         if keys:
-            return query.group_by(*(col(k) for k in keys))
+            return query.group_by(*(col(k) for k in keys), copy=False)
         return query.having(
-            exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0))
+            exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0)), copy=False
         )
 
     def _rescan_condition(self) -> exp.Expr | None:
@@ -323,8 +327,8 @@ class GroupedSink(Sink):
             ]
             recomputed = (
                 exp.select(*(col(c) for c in state_cols))
-                .from_(exp.paren(union_all([self._grouped_state(t) for t in terms])).as_("_ivm_s"))
-                .where(guard.copy())
+                .from_(parenthesized(union_all([self._grouped_state(t) for t in terms]), "_ivm_s"))
+                .where(guard.copy(), copy=False)
             )
             statements.append(self.engine.create_temp(rescan, recomputed))
             rows = exp.union(

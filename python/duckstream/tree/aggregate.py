@@ -19,11 +19,13 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Source, Version
+from duckstream.expressions import parenthesized
 from duckstream.tree.base import (
     Block,
     Context,
     Relation,
     Term,
+    changed_flag,
     column_tables,
     key_in,
     union_all,
@@ -100,9 +102,10 @@ def affected_groups(
         )
     else:
         query = union_all([t.select(exp.alias_(exp.Literal.number(1), "_ivm_one")) for t in terms])
-    keys = exp.select(*(names or ["_ivm_one"])).distinct().from_(exp.paren(query).as_("_ivm_delta"))
+    keys = exp.select(*(names or ["_ivm_one"])).distinct().from_(parenthesized(query, "_ivm_delta"))
     for i, values in sorted((wanted or {}).items()):
-        keys = keys.where(exp.In(this=exp.column(names[i]), query=exp.paren(values.copy())))
+        among = exp.In(this=exp.column(names[i]), query=exp.Paren(this=values.copy()))
+        keys = keys.where(among, copy=False)
     return keys
 
 
@@ -125,7 +128,7 @@ def changed_group_keys(
             columns.append(exp.alias_(exp.column(f"_ivm_g{found[0]}"), name))
     if not columns:
         return None
-    keys = exp.paren(affected_groups(ctx, block, groups)).as_("_ivm_k")
+    keys = parenthesized(affected_groups(ctx, block, groups), "_ivm_k")
     return exp.select(*columns).from_(keys)
 
 
@@ -218,7 +221,7 @@ def _unmatched_by_null(term: Term, group: exp.Expr) -> Term:
 def _keys_relation(keys: exp.Expr) -> exp.Expr:
     if isinstance(keys, exp.Table):
         return keys.copy().as_("_ivm_a")
-    return exp.paren(keys.copy()).as_("_ivm_a")
+    return parenthesized(keys.copy(), "_ivm_a")
 
 
 def regroup_delta(
@@ -238,7 +241,7 @@ def regroup_delta(
     """
     ctx.counter += 1
     affected = f"_ivm_affected_{ctx.counter}"
-    guard = exp.paren(exp.or_(*(ctx.engine.changed(s) for s in block.sources())))
+    guard = changed_flag(ctx, [block])
     names = group_key_names(len(groups))
     parts = []
     for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
@@ -255,11 +258,11 @@ def regroup_delta(
                 )
                 mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
                 parts.append(
-                    exp.select("*", exp.alias_(mult, MULT)).from_(exp.paren(closed).as_("_ivm_g"))
+                    exp.select("*", exp.alias_(mult, MULT)).from_(parenthesized(closed, "_ivm_g"))
                 )
     query = union_all(parts)
     keys = affected_groups(ctx, block, groups, wanted)
-    return query.with_(affected, as_=keys)  # type: ignore[attr-defined]
+    return query.with_(affected, as_=keys, copy=False)  # type: ignore[attr-defined]
 
 
 def wanted_groups(
@@ -308,7 +311,7 @@ class Aggregate(Relation):
     def _close(self, term: Term) -> exp.Select:
         query = grouped(term.select(*self.items), self.groups)
         if self.having is not None:
-            query = query.having(self.having.copy())
+            query = query.having(self.having.copy(), copy=False)
         return query
 
     def state(self, ctx: Context, version: Version) -> exp.Query:

@@ -17,13 +17,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Engine, Source, Version
-from duckstream.expressions import conjuncts, ident
+from duckstream.expressions import conjuncts, ident, parenthesized
 
 if TYPE_CHECKING:
     from duckstream.tree.shared_cte import Shares
@@ -111,7 +111,7 @@ class Term:
         if term.joins:
             query.set("joins", [j.copy() for j in term.joins])
         if conditions:
-            query.set("where", exp.Where(this=exp.and_(*conditions)))
+            query.set("where", exp.Where(this=exp.and_(*conditions, copy=False)))
         return query
 
     def with_filters(self, filters: list[tuple[int | None, exp.Expr]]) -> Term:
@@ -119,6 +119,8 @@ class Term:
         of join ``i``), as :meth:`key_filters` places them. A key filter ``t.y IN (...)`` on
         a derived table ``t`` is also pushed into ``t`` (:func:`push_key_filter`): the engine
         then groups only the rows of the keys wanted, not the whole table."""
+        if not filters:
+            return self  # (the copies below are for the filters' edits: none to make)
         from_ = self.from_.copy()
         joins = [j.copy() for j in self.joins]
         where = list(self.where)
@@ -171,7 +173,7 @@ class Term:
         def keys(column: str) -> exp.Select | None:
             if has is not None and column not in has:
                 return None
-            query = exp.select(exp.column(column)).from_(exp.paren(rows.copy()).as_("_ivm_d"))
+            query = exp.select(exp.column(column)).from_(parenthesized(rows.copy(), "_ivm_d"))
             return query.where(*kept, copy=False) if kept else query
 
         return self.key_filters(self.delta_alias, keys)
@@ -336,7 +338,7 @@ class Term:
             return None
         key = exp.column(column, table=table)
         query = exp.select(key.copy()).from_(relation.copy())
-        query = query.where(*kept, exp.In(this=key, query=exp.paren(keys.copy())), copy=False)
+        query = query.where(*kept, exp.In(this=key, query=exp.Paren(this=keys.copy())), copy=False)
         return _only(column, query)
 
 
@@ -572,12 +574,15 @@ def row_columns(rows: exp.Expr) -> set[str] | None:
 
 
 def union_all(queries: list[exp.Select]) -> exp.Query:
-    """``q1 UNION ALL q2 ...``; an empty list is not allowed."""
+    """``q1 UNION ALL q2 ...``, adopting the queries (each caller builds them for it, so
+    nothing is copied); an empty list is not allowed."""
     assert queries, "union of no queries"
-    result: exp.Query = queries[0]
-    for query in queries[1:]:
-        result = exp.union(result, query, distinct=False)
-    return result
+    assert len({id(q) for q in queries}) == len(queries), "a query twice in one union"
+    if len(queries) == 1:
+        return queries[0]
+    # one n-ary call: a pairwise fold copies the growing left side again at each step
+    # (quadratic in the branches: a CUBE's 32 took seconds)
+    return exp.union(*queries, distinct=False, copy=False)
 
 
 @dataclass
@@ -634,6 +639,12 @@ class Leaf(ABC):
         takes in the changes (and perhaps more): a semi-join filter needs no more than the
         changed keys, one column at a time, and a superset of them keeps it implied."""
         return None
+
+    def reads_changes_only(self, ctx: Context) -> bool:
+        """Whether the leaf's delta reads nothing but one source's changes, cheap to read
+        again (:meth:`Block.reads_changes_only`): a source's changes, or a derived table
+        that projects and filters them."""
+        return False
 
 
 class Block(ABC):
@@ -726,6 +737,61 @@ class Relation(ABC):
         :meth:`delta`'s rows (a superset allowed), or ``None``: what :meth:`Leaf.delta_rows`
         of a derived table over it offers for semi-join filters."""
         return None
+
+    def reads_changes_only(self, ctx: Context) -> bool:
+        """Whether :meth:`delta` reads nothing but one source's changes, cheap to read
+        again (:meth:`Block.reads_changes_only`), through projections and filters only."""
+        return False
+
+
+# An operator, a leaf or a relation of the tree.
+Node = Leaf | Block | Relation
+
+
+def moves_with_clock(node: Node) -> bool:
+    """Whether ``node`` holds a temporal filter (:mod:`duckstream.tree.temporal_filter`):
+    the clock is one of its sources, and its rows change when the clock moves even where no
+    table changed (a date spine of constants up to ``current_date``). Walks the operators'
+    fields, so that every operator need not say it."""
+    seen: set[int] = set()
+
+    def holds(value: object) -> bool:
+        if id(value) in seen:
+            return False
+        seen.add(id(value))
+        if getattr(value, "reads_moving_clock", False):
+            return True
+        if isinstance(value, list | tuple):
+            return any(holds(v) for v in value)
+        if isinstance(value, Leaf | Block | Relation) and is_dataclass(value):
+            return any(holds(getattr(value, f.name)) for f in fields(value))
+        return False
+
+    return holds(node)
+
+
+def changes(node: Node) -> bool:
+    """Whether ``node`` can change between two refreshes: it reads a table or the clock (a
+    constant relation never changes, so operators leave its delta terms out)."""
+    return bool(node.sources()) or moves_with_clock(node)
+
+
+def changed_flag(ctx: Context, nodes: Iterable[Node]) -> exp.Expr:
+    """A guard, constant during one refresh: did something ``nodes`` read change in the
+    window? A source (each engine's flag also holds when the clock of a temporal filter
+    moved), or, for nodes that read no table, the clock of their temporal filters. FALSE for
+    constants.
+
+    >>> from duckstream.tree.constant import ConstantRelation
+    >>> from sqlglot import parse_one
+    >>> changed_flag(None, [ConstantRelation(parse_one("SELECT 1 AS x"))]).sql()
+    'FALSE'
+    """
+    nodes = list(nodes)
+    flags = [ctx.engine.changed(s) for node in nodes for s in node.sources()]
+    if not flags and any(moves_with_clock(node) for node in nodes):
+        flags.append(ctx.engine.clock_moved())
+    return exp.paren(exp.or_(*flags)) if flags else exp.false()
 
 
 def mult_column(alias: str) -> exp.Column:

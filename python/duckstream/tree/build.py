@@ -67,12 +67,19 @@ def output_name(item: exp.Expr) -> str:
 
 
 def split_select(select: exp.Select, ctx: Context, resolve: ResolveTable) -> SelectParts:
-    if select.args.get("from_") is None:
-        raise UnsupportedSQLError(
-            "no_source",
-            f"a SELECT without FROM that reads a table or the clock: `{select.sql()[:80]}`",
+    # a SELECT without FROM that reads the clock (one that reads nothing that changes is a
+    # constant relation; one that reads a table in a subquery, refused by normalize) is one
+    # row: the clock's values, read from a one-row constant relation
+    from_ = (
+        select.args["from_"].this.copy()
+        if select.args.get("from_") is not None
+        else exp.Values(
+            expressions=[exp.tuple_(exp.Literal.number(1))],
+            alias=exp.TableAlias(
+                this=exp.to_identifier("_ivm_one"), columns=[exp.to_identifier("_ivm_one")]
+            ),
         )
-    from_ = select.args["from_"].this.copy()
+    )
     joins = tuple(j.copy() for j in select.args.get("joins") or [])
     leaves: list[Leaf] = []
 

@@ -35,7 +35,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from duckstream.expressions import conjuncts
+from duckstream.expressions import conjuncts, parenthesized
 from duckstream.tree.base import (
     Context,
     Leaf,
@@ -134,7 +134,7 @@ def _values(
     has = row_columns(rows) if rows is not None else set()
     changed = None
     if rows is not None and (has is None or key in has):
-        changed = exp.select(exp.column(key)).from_(exp.paren(rows.copy()).as_("_ivm_d"))
+        changed = exp.select(exp.column(key)).from_(parenthesized(rows.copy(), "_ivm_d"))
     if source_state(relation.this):
         if not own:
             return None  # the whole key column: no narrower than the delta itself

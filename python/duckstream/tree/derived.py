@@ -56,4 +56,9 @@ class Derived(Leaf):
     def delta_rows(self, ctx: Context) -> exp.Expr | None:
         if not ctx.engine.changes_are_materialized:
             return None
+        if self.alias_node.columns:  # renamed columns: the query's own names differ
+            return None
         return self.query.delta_keys(ctx)
+
+    def reads_changes_only(self, ctx: Context) -> bool:
+        return self.query.reads_changes_only(ctx)

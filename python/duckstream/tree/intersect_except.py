@@ -33,7 +33,7 @@ from sqlglot import exp, parse_one
 from duckstream.engines.base import MULT, Source, Version
 from duckstream.expressions import aliased
 from duckstream.tree.aggregate import null_safe_match
-from duckstream.tree.base import Context, Relation, col, union_all
+from duckstream.tree.base import Context, Relation, changed_flag, col, union_all
 from duckstream.tree.union import stack
 
 LEFT, RIGHT = "_ivm_l", "_ivm_r"  # a row's copies in the first and in the second branch
@@ -113,7 +113,7 @@ class IntersectExcept(Relation):
                 )
             )
         )
-        guard = exp.paren(exp.or_(*(ctx.engine.changed(s) for s in self.sources())))
+        guard = changed_flag(ctx, [self])
         counts = (
             exp.select(
                 *(col(n) for n in names),

@@ -54,6 +54,8 @@ from duckstream.tree.base import (
     Context,
     Leaf,
     Term,
+    changed_flag,
+    changes,
     column_tables,
     key_in,
     push_key_filter,
@@ -63,7 +65,6 @@ from duckstream.tree.base import (
 )
 from duckstream.tree.demand import narrow_delta
 from duckstream.tree.lateral_subquery import LateralSubquery
-from duckstream.tree.scan import Scan
 
 INNER, LEFT, RIGHT, FULL = "inner", "left", "right", "full"
 MARK = "_ivm_present"
@@ -152,11 +153,11 @@ class Join(Block):
                 return relations[int(node.name)].copy()
             return node
 
-        from_ = self.from_.copy().transform(fill)
+        from_ = self.from_.transform(fill)
         joins = []
         steps = zip(self.joins[: len(relations) - 1], part.kinds, part.on, strict=True)
         for join, kind, extra in steps:
-            filled = join.copy().transform(fill)
+            filled = join.transform(fill)
             assert isinstance(filled, exp.Join)
             if kind != join_kind(join):
                 _set_kind(filled, kind)
@@ -189,9 +190,7 @@ class Join(Block):
         return [self._term(self._state(ctx, version, len(self.leaves)))]
 
     def _changed(self, ctx: Context, leaves: list[Leaf]) -> exp.Expr:
-        return exp.paren(
-            exp.or_(*(ctx.engine.changed(s) for leaf in leaves for s in leaf.sources()))
-        )
+        return changed_flag(ctx, leaves)
 
     def _delta(self, ctx: Context, base: _Part, leaf: Leaf, kind: str | None) -> _Part:
         """``base op ΔR`` for the leaf ``R`` (``kind`` None: R is the first leaf)."""
@@ -229,7 +228,16 @@ class Join(Block):
         return pairs
 
     def delta_terms(self, ctx: Context) -> list[Term]:
-        return [self._term(p) for p in self._delta_parts(ctx)]
+        return self._terms(ctx, self._delta_parts(ctx))
+
+    def _terms(self, ctx: Context, parts: list[_Part]) -> list[Term]:
+        """The terms of the delta's ``parts``; when there are none (no leaf reads a table or
+        the clock: constants, or the clock read outside a temporal filter, whose move
+        rebuilds), one term of no rows, typed as the join's state."""
+        if parts:
+            return [self._term(p) for p in parts]
+        state = self._state(ctx, Version.NEW, len(self.leaves))
+        return [self._term(replace(state, where=(exp.false(),), mult=_constant(0)))]
 
     def only_grows(self) -> bool:
         """Inner joins only: each term of the ordered rule carries its ΔRi's multiplicity,
@@ -238,6 +246,7 @@ class Join(Block):
 
         >>> from sqlglot import parse_one
         >>> from duckstream.engines.base import Source
+        >>> from duckstream.tree.scan import Scan
         >>> def leaf(name):
         ...     return Scan(Source("c", "s", name, 0), exp.TableAlias(this=exp.to_identifier(name)))
         >>> q = parse_one("SELECT * FROM a JOIN b ON a.k = b.k LEFT JOIN c ON b.k = c.k")
@@ -250,11 +259,9 @@ class Join(Block):
         return inner and all(leaf.only_grows() for leaf in self.leaves)
 
     def reads_changes_only(self, ctx: Context) -> bool:
-        return (
-            len(self.leaves) == 1
-            and isinstance(self.leaves[0], Scan)
-            and self.leaves[0].delta_rows(ctx) is not None
-        )
+        # one leaf: a source's changes, or a derived table projecting and filtering them (a
+        # staging model or a CTE ``SELECT cols FROM t WHERE p`` inlined into the view)
+        return len(self.leaves) == 1 and self.leaves[0].reads_changes_only(ctx)
 
     def key_terms(self, ctx: Context, aliases: frozenset[str] | None) -> list[Term]:
         """The delta terms, but for the unmatched-row terms of a last LEFT (or FULL) step
@@ -268,15 +275,16 @@ class Join(Block):
             return self.delta_terms(ctx)
         if not aliases <= before:
             return self.delta_terms(ctx)
-        return [self._term(p) for p in self._delta_parts(ctx, covered_left=last)]
+        return self._terms(ctx, self._delta_parts(ctx, covered_left=last))
 
     def _delta_parts(self, ctx: Context, covered_left: int | None = None) -> list[_Part]:
         """The delta's parts; ``covered_left``: the step whose unmatched-left terms to leave
         out (see :meth:`key_terms`)."""
-        # A leaf that reads no table (a constant relation) never changes: the terms of its
-        # delta, and those of rows it would match or unmatch, are empty and left out.
+        # A leaf that reads neither a table nor the clock (a constant relation) never
+        # changes: the terms of its delta, and those of rows it would match or unmatch, are
+        # empty and left out.
         first = self.leaves[0]
-        parts = [self._delta(ctx, _Part((), ()), first, None)] if first.sources() else []
+        parts = [self._delta(ctx, _Part((), ()), first, None)] if changes(first) else []
         for k in range(1, len(self.leaves)):
             op, leaf = self.kinds[k - 1], self.leaves[k]
             new_j = self._state(ctx, Version.NEW, k)
@@ -285,9 +293,9 @@ class Join(Block):
                 for p in parts
             ]
             if isinstance(leaf, LateralSubquery):
-                if leaf.sources():  # one that reads no table never changes
+                if changes(leaf):  # one that reads no table never changes
                     extended += self._reevaluated(ctx, leaf, new_j, op)
-            elif leaf.sources():
+            elif changes(leaf):
                 kind = RIGHT if op in (RIGHT, FULL) else INNER
                 extended.append(self._delta(ctx, new_j, leaf, kind))
                 if op in (LEFT, FULL) and k != covered_left:

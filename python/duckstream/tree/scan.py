@@ -49,3 +49,6 @@ class Scan(Leaf):
         if not ctx.engine.changes_are_materialized:
             return None
         return ctx.engine.changes(self.source)
+
+    def reads_changes_only(self, ctx: Context) -> bool:
+        return self.delta_rows(ctx) is not None

@@ -35,7 +35,7 @@ from sqlglot import exp
 
 from duckstream.clock import at_clock
 from duckstream.engines.base import Source, Version
-from duckstream.tree.base import Block, Context, Term
+from duckstream.tree.base import Block, Context, Term, changes
 
 
 @dataclass
@@ -47,6 +47,8 @@ class TemporalFilter(Block):
         " rows that crossed a boundary as the clock moved"
     )
     predicate: exp.Expr  # the temporal conjuncts, the clock as marks (normalize.pin_clock)
+    # the clock is a source of this operator (tree.base.moves_with_clock)
+    reads_moving_clock: ClassVar[bool] = True
 
     def sources(self) -> list[Source]:
         return self.input.sources()
@@ -60,7 +62,8 @@ class TemporalFilter(Block):
 
     def delta_terms(self, ctx: Context) -> list[Term]:
         old, new = self.at(ctx, Version.OLD), self.at(ctx, Version.NEW)
-        own = [t.filtered(old) for t in self.input.delta_terms(ctx)]
+        # over constants (a date spine) the input has no changes of its own: no term for them
+        own = [t.filtered(old) for t in self.input.delta_terms(ctx)] if changes(self.input) else []
         moved = ctx.engine.clock_moved()
         crossed = []
         for sign, into, out_of in ((1, new, old), (-1, old, new)):

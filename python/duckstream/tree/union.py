@@ -41,10 +41,11 @@ def stack(queries: Sequence[exp.Query], tags: Sequence[Sequence[exp.Expr]] = ())
     for i, query in enumerate(queries):
         extra = [t.copy() for t in tags[i]] if tags else []
         selects.append(exp.select("*", *extra).from_(aliased(query, f"_ivm_s{i}")))
-    result: exp.Query = selects[0]
-    for select in selects[1:]:
-        result = exp.union(result, select, distinct=False)
-    return result
+    if len(selects) == 1:
+        return selects[0]
+    # one n-ary call: the selects are this function's own, so nothing is copied (a union
+    # built pairwise copies the growing left side at each step, quadratic in the branches)
+    return exp.union(*selects, distinct=False, copy=False)
 
 
 @dataclass

@@ -358,9 +358,16 @@ class DuckLakeBackend:
             for source, snapshots in window.snapshots.items()
             for snapshot in snapshots
         }
+        # a model that reads the clock in a temporal filter says when the clock moved (auto's
+        # reason says it already): the rows that crossed today are changes with no source's
+        moved = (
+            f"the clock moved from {window.values['clock_old']} to {window.values['clock']}"
+            if window.values.get("clock_moved")
+            else ""
+        )
         return Refreshed(
             "incremental",
-            reason=auto + report.reason if auto else "",
+            reason=auto + report.reason if auto else moved,
             sources=len(window.sources),
             sources_changed=sum(bool(s) for s in window.snapshots.values()),
             inserted=inserted,

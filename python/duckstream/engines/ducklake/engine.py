@@ -513,9 +513,9 @@ class DuckLakeEngine(Engine):
         (:attr:`Sql.snapshot_only`; as plain SQL always): a commit that writes a second
         table costs DuckLake 6-7 ms CPU more (DuckDB 1.5.5, a one-row change), a seventh of
         a small refresh and a sixth of a rebuild of TPC-H Q6 at SF 0.1. The commits
-        themselves are the history (``ducklake_snapshots``, message ``cursors of <view>``)."""
-        if not self.sources:
-            return []
+        themselves are the history (``ducklake_snapshots``, message ``cursors of <view>``).
+        A view whose only source is the clock records no cursor but its clock: its log row
+        names no source (NULL), at the view catalog's end."""
         cursors = [
             (
                 s.fqn,
@@ -526,6 +526,8 @@ class DuckLakeEngine(Engine):
         ]
         mv = _lit(self.tgt.name)
         rows = ", ".join(f"({mv}, {_lit(fqn)}, {tid}, {snap})" for fqn, tid, snap in cursors)
+        if not cursors:
+            rows = f"({mv}, NULL, NULL, {self.sql(self._end(self.tgt.catalog))})"
         where = f" WHERE {self.sql(guard)}" if guard is not None else ""
         measured = self._var("measured")
         return [

@@ -936,7 +936,7 @@ def _begin(
         if strategy != "auto":
             report = RefreshReport(strategy, strategy, "requested")
         elif not estimate_unchanged and not window.values["changed"]:
-            report = RefreshReport("incremental", "auto", "no source changed")
+            report = RefreshReport("incremental", "auto", _unchanged(window))
         else:
             policy = policy or Policy()
             report = choose(con, plan, policy, window)
@@ -949,6 +949,14 @@ def _begin(
         raise
     report.estimate_seconds = time.perf_counter() - start
     return Pinned(plan, report, window)
+
+
+def _unchanged(window: ducklake_window.Window) -> str:
+    """Why a window has nothing to apply: no source changed, or (a view whose only source
+    is the clock) the clock values it reads did not move."""
+    if window.sources:
+        return "no source changed"
+    return "the view reads no table, and the clock values it reads did not move"
 
 
 def _net_first(
@@ -1136,9 +1144,11 @@ def choose(
                 measured = ducklake_cursors.history(counted, view.split(".", 1)[0], view)
             report = calibrate(report, measured, policy)
     if window is not None and window.values.get("clock_moved"):
-        report.reason += (
-            f"; the clock moved from {window.values['clock_old']} to {window.values['clock']}:"
+        moved = (
+            f"the clock moved from {window.values['clock_old']} to {window.values['clock']}:"
             " the rows that crossed the view's temporal filters are changes"
         )
+        # a view whose only source is the clock: its move is the whole reason
+        report.reason = f"{report.reason}; {moved}" if window.sources else moved
     report.estimate_seconds = time.perf_counter() - start
     return report

@@ -411,11 +411,23 @@ def pin_sql(spec: WindowSpec) -> str:
     end_cols = ", ".join(
         f"max(e) FILTER (WHERE k = {k}) AS end_{k}" for k in range(len(spec.catalogs))
     )
-    if not spec.sources:
+    if not spec.sources:  # the window of a view whose only source is the clock (or none)
+        value, clock_cte, clock_from = (
+            f"struct_pack({', '.join(end_fields)}, changed := false)",
+            "",
+            "",
+        )
+        if spec.reads_clock:
+            fields = ", ".join([*end_fields, "changed := c.moved", *_CLOCK_FIELDS])
+            value = (
+                f"CASE WHEN c.why IS NOT NULL THEN error({rebuild} || c.why)"
+                f" ELSE struct_pack({fields}) END"
+            )
+            clock_cte = f", _ivm_clock AS MATERIALIZED ({_clock_sql(spec, newest)})"
+            clock_from = ", _ivm_clock AS c"
         return (
-            f"SET VARIABLE {spec.variable} = (WITH _ivm_ends AS MATERIALIZED ({ends})"
-            f" SELECT struct_pack({', '.join([*end_fields, 'changed := false'])})"
-            f" FROM (SELECT {end_cols} FROM _ivm_ends) AS e)"
+            f"SET VARIABLE {spec.variable} = (WITH _ivm_ends AS MATERIALIZED ({ends}){clock_cte}"
+            f" SELECT {value} FROM (SELECT {end_cols} FROM _ivm_ends) AS e{clock_from})"
         )
     rows = []
     for i, source in enumerate(spec.sources):

@@ -135,7 +135,7 @@ def render(step: Step) -> list[str]:
         sets = ";\n".join(f"SET {name} = <its value>" for name in names)
         values = f"-- the values below are the one row of:\n{lines}\n{sets}"
         if isinstance(step, PinWindow) and isinstance(step.spec, WindowPin):
-            return [values, step.spec.check]
+            return [values, step.spec.check] if step.spec.check else [values]
         return [values]
     if isinstance(step, StopUnless):
         return [f"-- stop here (run only the clean-up) unless {step.value} is true"]
@@ -342,7 +342,7 @@ class IcebergEngine(Engine):
         return f"coalesce({self._current(source.table())}, raise_error({lit(missing)}))"
 
     def pin_for_initialize(self) -> list[Step]:
-        if not self.sources:
+        if not self.sources and not self._reads_clock:
             return []
         inner = [f"{self._pinned_end(s)} AS e{s.index}" for s in self.sources]
         outer = []
@@ -466,7 +466,8 @@ class IcebergEngine(Engine):
         cursor is no longer an ancestor of its current snapshot (expired, re-created,
         replaced, rolled back) or its schema changed since the cursor. Delete files
         (merge-on-read) in the window make Iceberg's changelog read fail later in the same
-        refresh, before anything is committed; the runner reports that as a rebuild too."""
+        refresh, before anything is committed; the runner reports that as a rebuild too.
+        Empty for a view whose only source is the clock."""
         items = []
         for s in self.sources:
             t, cursor = s.fqn, self._cursor(s)
@@ -490,7 +491,7 @@ class IcebergEngine(Engine):
                 for cond, why in cases
             )
             items.append(f"CASE{whens}\n  END AS {quoted(t)}")
-        return "SELECT " + ",\n  ".join(items)
+        return "SELECT " + ",\n  ".join(items) if items else ""
 
     def record_cursors(self) -> list[Step]:
         return []  # the fill's commit carries them (populate)
