@@ -34,6 +34,8 @@ import json
 
 from duckstream.connection import Connection
 from duckstream.connection import literal as _lit
+from duckstream.engines.ducklake.names import quote
+from duckstream.history import Entry
 from duckstream.strategy import History, Measured
 
 AUTHOR = "duckstream"
@@ -78,7 +80,7 @@ def metadata_database(catalog: str) -> str:
     >>> metadata_database("lake")
     '"__ducklake_metadata_lake"'
     """
-    return '"' + f"__ducklake_metadata_{catalog}".replace('"', '""') + '"'
+    return quote(f"__ducklake_metadata_{catalog}")
 
 
 def newest_query(catalog: str, view: str, until: str | None = None, limit: int = 1) -> str:
@@ -142,14 +144,14 @@ def source_rows(info: str) -> dict[str, tuple[int, int]]:
     """Per source, the ``(snapshot, rows)`` a commit's history entry recorded (on a catalog
     other processes commit to; else none).
 
-    >>> source_rows('{"cursors": [], "measured": {"source_rows": {"l.m.t": [4, 20]}}}')
+    >>> entry = '{"path": "full", "source_rows": {"l.m.t": [4, 20]}}'
+    >>> source_rows('{"cursors": [], "measured": ' + entry + "}")
     {'l.m.t': (4, 20)}
     >>> source_rows('{"cursors": [], "measured": null}')
     {}
     """
     found = json.loads(info).get("measured")
-    counted = found.get("source_rows") if isinstance(found, dict) else None
-    return {str(k): (int(v[0]), int(v[1])) for k, v in (counted or {}).items()}
+    return Entry.from_dict(found).source_rows if isinstance(found, dict) else {}
 
 
 def read(con: Connection, catalog: str, view: str) -> dict[str, tuple[int, int]] | None:

@@ -23,13 +23,10 @@ from duckstream.connection import Connection
 from duckstream.connection import literal as _lit
 from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import window as ducklake_window
+from duckstream.engines.ducklake.names import quote
 from duckstream.errors import RebuildRequired
 from duckstream.plan import IVMPlan
 from duckstream.strategy import SourceEstimate
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _rows(con: Connection, sql: str, params: list[Any] | None = None) -> list[tuple]:
@@ -224,7 +221,7 @@ def _inlined(
             f" AS i, count(*) FILTER (WHERE end_snapshot > {cursor} AND end_snapshot <= {end})"
             f" AS d, count(*) FILTER (WHERE begin_snapshot <= {end}"
             f" AND (end_snapshot IS NULL OR end_snapshot > {end})) AS l"
-            f" FROM {meta}.{_quote(name)}"
+            f" FROM {meta}.{quote(name)}"
             for name in names
         ]
         inserted, deleted, live = (
@@ -235,7 +232,7 @@ def _inlined(
         )
     if "inlined_delete" not in touched:
         return inserted, deleted, scanned, live
-    inlined_deletes = _quote(f"ducklake_inlined_delete_{table_id}")
+    inlined_deletes = quote(f"ducklake_inlined_delete_{table_id}")
     try:
         from_files, files_hit = _rows(
             con,

@@ -16,6 +16,24 @@ from __future__ import annotations
 from duckstream.connection import literal as _lit
 
 
+def quote(name: str) -> str:
+    """An SQL identifier quoted, its quotes doubled.
+
+    >>> print(quote('a"b'))
+    "a""b"
+    """
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_sql(source: str) -> str:
+    """The SQL name of a source given by its full name ``catalog.schema.table``.
+
+    >>> table_sql("lake.main.Orders")
+    '"lake"."main"."Orders"'
+    """
+    return ".".join(quote(part) for part in source.split(".", 2))
+
+
 def same_name(column: str, name: str) -> str:
     """A predicate: the catalog column ``column`` (SQL) holds ``name`` as DuckDB matches it."""
     return f"lower({column}) = lower({_lit(name)})"

@@ -64,6 +64,7 @@ from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.engine import render
 from duckstream.engines.ducklake.estimate import estimate
+from duckstream.engines.ducklake.names import table_sql
 from duckstream.errors import DuckstreamError, RebuildRequired, RefreshConflict
 from duckstream.history import FIRST_BUILD, Entry, phase_list
 from duckstream.plan import (
@@ -696,7 +697,7 @@ def source_rows(con: Connection, sources: Sequence[str]) -> dict[str, tuple[int,
     for source in sources:
         catalog = source.split(".", 1)[0]
         items.append(f"(SELECT id FROM ducklake_current_snapshot({literal(catalog)}))")
-        items.append(f"(SELECT count(*) FROM {ducklake_window.table_sql(source)})")
+        items.append(f"(SELECT count(*) FROM {table_sql(source)})")
     found = con.execute("SELECT " + ", ".join(items)).fetchone()
     return {source: (int(found[2 * i]), int(found[2 * i + 1])) for i, source in enumerate(sources)}
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from duckstream.connection import literal as _lit
 from duckstream.engines.ducklake import cursors as ducklake_cursors
-from duckstream.engines.ducklake.names import same_names
+from duckstream.engines.ducklake.names import same_names, table_sql
 from duckstream.errors import RebuildRequired
 from duckstream.plan import PinWindow
 from duckstream.strategy import History
@@ -719,16 +719,6 @@ def _rewritten(
         if int(now) != then:
             return source, cursor, then, int(now)
     return None
-
-
-def table_sql(source: str) -> str:
-    """The SQL name of a source given by its full name ``catalog.schema.table`` (each part
-    quoted, its quotes doubled).
-
-    >>> table_sql("lake.main.Orders")
-    '"lake"."main"."Orders"'
-    """
-    return ".".join('"' + part.replace('"', '""') + '"' for part in source.split(".", 2))
 
 
 def _exists(con: Any, table: str) -> bool:
