@@ -16,11 +16,7 @@ from pathlib import Path
 import duckdb
 
 from duckstream.engines.ducklake.extension import load_extension
-
-
-def quote(name: str) -> str:
-    """Quote an SQL identifier (catalog, schema or table name)."""
-    return '"' + name.replace('"', '""') + '"'
+from duckstream.engines.ducklake.names import quote
 
 
 def attach_ducklake(
