@@ -13,14 +13,22 @@ how the view is maintained, per operator (:mod:`duckstream.explain`).
 directory as ``attach_ducklake`` lays it out, or an ATTACH target such as
 ``ducklake:postgres:dbname=lake``): how far behind its sources each is, and its recent
 refreshes (the path, why, rows in and out, how long it took), read from the catalog's snapshot
-log; ``--engine spark <warehouse> --namespace db``: the same for an Iceberg namespace."""
+log; ``--engine spark <warehouse> --namespace db``: the same for an Iceberg namespace.
+
+``python -m duckstream expire <lake>`` expires the DuckLake catalog's snapshots that no
+maintained view needs (older than every view's cursors and recent refresh history:
+:mod:`duckstream.engines.ducklake.expire`); ``--older-than 7d`` keeps a week of time travel
+too, ``--dry-run`` only says what, ``--cleanup`` deletes the files only expired snapshots
+used."""
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from duckstream.compiler import compile_ivm
 from duckstream.engines import engine_for
@@ -60,7 +68,29 @@ def main(argv: list[str] | None = None) -> int:
     status_cmd.add_argument("--data-path", help="DATA_PATH, for an ATTACH target")
     status_cmd.add_argument("--namespace", default="db", help="the Iceberg namespace (spark)")
     status_cmd.add_argument("--recent", type=int, default=5, help="refreshes to list per view")
+    expire_cmd = commands.add_parser(
+        "expire", help="expire a DuckLake's snapshots that no maintained view needs"
+    )
+    expire_cmd.add_argument("lake", help="a lake directory, or a DuckLake ATTACH target")
+    expire_cmd.add_argument("--catalog", default="lake", help="the name to attach it as")
+    expire_cmd.add_argument("--data-path", help="DATA_PATH, for an ATTACH target")
+    expire_cmd.add_argument(
+        "--also",
+        nargs="*",
+        default=[],
+        metavar="LAKE",
+        help="other lake directories whose views read this one (attached as lake1, lake2...)",
+    )
+    expire_cmd.add_argument(
+        "--older-than", help="only snapshots older than this too: 7d, 12h, 30m (time travel kept)"
+    )
+    expire_cmd.add_argument("--dry-run", action="store_true", help="say what, expire nothing")
+    expire_cmd.add_argument(
+        "--cleanup", action="store_true", help="then delete files only expired snapshots used"
+    )
     args = parser.parse_args(argv)
+    if args.command == "expire":
+        return expire(args)
     if args.command == "status" and args.engine == "spark":
         return spark_status(args.lake, args.catalog, args.namespace, args.recent)
     if args.command == "status":
@@ -88,28 +118,86 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _attach(con: Any, lake: str, catalog: str, data_path: str | None, read_only: bool) -> bool:
+    """Attach the DuckLake at ``lake`` (a directory or an ATTACH target) as ``catalog``; False
+    (and a message) when there is none."""
+    from duckstream.connection import literal
+    from duckstream.engines.ducklake.extension import load_extension
+    from duckstream.lake import attach_ducklake, quote
+
+    if lake.startswith("ducklake:"):
+        load_extension(con, "ducklake")
+        if lake.startswith("ducklake:postgres:"):  # a catalog in PostgreSQL
+            load_extension(con, "postgres")
+        options = ["READ_ONLY"] if read_only else []
+        options += [f"DATA_PATH {literal(data_path)}"] if data_path else []
+        suffix = f" ({', '.join(options)})" if options else ""
+        con.execute(f"ATTACH {literal(lake)} AS {quote(catalog)}{suffix}")
+        return True
+    if (Path(lake) / "metadata.ducklake").is_file():
+        attach_ducklake(con, lake, catalog)
+        return True
+    print(f"duckstream: no DuckLake at {lake!r} (no metadata.ducklake)", file=sys.stderr)
+    return False
+
+
 def status(lake: str, catalog: str, data_path: str | None, recent: int) -> int:
     import duckdb
 
-    from duckstream.connection import literal
-    from duckstream.engines.ducklake.extension import load_extension
     from duckstream.engines.ducklake.status import status_text, views_status
-    from duckstream.lake import attach_ducklake, quote
 
     con = duckdb.connect()
     try:
-        if lake.startswith("ducklake:"):
-            load_extension(con, "ducklake")
-            if lake.startswith("ducklake:postgres:"):  # a catalog in PostgreSQL
-                load_extension(con, "postgres")
-            options = "READ_ONLY" + (f", DATA_PATH {literal(data_path)}" if data_path else "")
-            con.execute(f"ATTACH {literal(lake)} AS {quote(catalog)} ({options})")
-        elif (Path(lake) / "metadata.ducklake").is_file():
-            attach_ducklake(con, lake, catalog)
-        else:
-            print(f"duckstream: no DuckLake at {lake!r} (no metadata.ducklake)", file=sys.stderr)
+        if not _attach(con, lake, catalog, data_path, read_only=True):
             return 2
         print(status_text(views_status(con, catalog, recent)))
+    finally:
+        con.close()
+    return 0
+
+
+_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+def _age(text: str) -> datetime.timedelta:
+    """``7d``, ``12h``, ``30m`` as a duration.
+
+    >>> _age("7d"), _age("90m")
+    (datetime.timedelta(days=7), datetime.timedelta(seconds=5400))
+    """
+    number, unit = text[:-1], text[-1:]
+    if unit not in _UNITS or not number.isdigit():
+        raise ValueError(f"duckstream: --older-than takes 7d, 12h or 30m, not {text!r}")
+    return datetime.timedelta(**{_UNITS[unit]: int(number)})
+
+
+def expire(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from duckstream.engines.ducklake.expire import expire as expire_snapshots
+
+    try:
+        age = None if args.older_than is None else _age(args.older_than)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    con = duckdb.connect()
+    try:
+        if not _attach(con, args.lake, args.catalog, args.data_path, read_only=False):
+            return 2
+        for k, other in enumerate(args.also, start=1):
+            if not _attach(con, other, f"lake{k}", None, read_only=True):
+                return 2
+        now = datetime.datetime.now(datetime.UTC)
+        done = expire_snapshots(
+            con,
+            args.catalog,
+            None if age is None else now - age,
+            dry_run=args.dry_run,
+            cleanup=args.cleanup,
+        )
+        text = done.text()
+        print(text.replace(": expired ", ": would expire ", 1) if args.dry_run else text)
     finally:
         con.close()
     return 0

@@ -567,9 +567,10 @@ class DuckLakeEngine(Engine):
         return [PinWindow(spec)]
 
     def advance_cursors(self) -> list[Step]:
-        """Like :meth:`record_cursors`, when any source changed (else nothing is written, no
-        snapshot is made, and the cursors stay where they are)."""
-        return self._write_cursors(guard=self.any_changed())
+        """Like :meth:`record_cursors`, when any source changed or the cursors are far behind
+        (the window's ``advance``); else nothing is written, no snapshot is made, and the
+        cursors stay where they are."""
+        return self._write_cursors(guard=exp.or_(self.any_changed(), self._window_value("advance")))
 
     def temp_table(self, name: str) -> exp.Table:
         return exp.table_(name, db="main", catalog="temp")

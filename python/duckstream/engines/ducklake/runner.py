@@ -632,9 +632,12 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
                 con.execute(step.statement.replace(reference, value))
             elif isinstance(step, PinWindow):
                 window = ducklake_window.read(con, step.spec, pin=True, ends_first=guarded)
-                skipping = own and not window.values["changed"]
+                idle = own and not window.values["changed"]
+                # an idle view far behind: its cursors move (after the view's steps) all the same
+                to_applied = idle and advances(window)
+                skipping = idle and not to_applied
                 # nothing made a temporary table before the pin: none to drop after the skip
-                unchanged = skipping and not made
+                unchanged = idle and not made
             else:
                 if isinstance(step, Commit) and step.view and guarded and own and writing:
                     for statement in guard_statements(step.view):
@@ -682,6 +685,12 @@ def _run_statements(con: Connection, statements: list[str] | list[Step], opened:
             own = True
         elif own and is_end:
             own, ended, skipping = False, True, False
+
+
+def advances(window: ducklake_window.Window | None) -> bool:
+    """Whether a refresh with nothing to apply in ``window`` commits its cursors anyway (they
+    are far behind: :data:`~duckstream.engines.ducklake.window.ADVANCE_IDLE_CURSORS`)."""
+    return window is not None and bool(window.values.get("advance"))
 
 
 def source_rows(con: Connection, sources: Sequence[str]) -> dict[str, tuple[int, int]]:
@@ -1032,9 +1041,13 @@ def finish(
     maintain = plan.steps["maintain"]
     first = [Sql(s) for s in rebuild_first]
     rest: list[Step]
-    if pinned.report.strategy == "incremental" and window is not None and not pinned.changed:
+    idle = pinned.report.strategy == "incremental" and window is not None and not pinned.changed
+    if idle and not advances(window):
         # nothing to apply, no temporary table made to drop (as run_statements)
         rest = [s for s in maintain[index_of(maintain, Commit) :] if not isinstance(s, Cleanup)]
+    elif idle:  # nothing to apply, but the cursors move (as run_statements)
+        after = maintain[index_of(maintain, Applied) :]
+        rest = [s for s in after if not isinstance(s, Cleanup)]
     elif pinned.report.strategy == "incremental" and pinned.nothing_to_apply:
         rest = maintain[index_of(maintain, Applied) :]
     elif pinned.report.strategy == "incremental" and pinned.copied:

@@ -140,6 +140,14 @@ def clock_values(con: Any, spec: WindowSpec, recorded: str | None) -> dict[str, 
     return {"clock": Timestamp(now), "clock_old": Timestamp(recorded), "clock_moved": filter_moved}
 
 
+# A refresh whose sources did not change commits nothing, unless a cursor is this many snapshots
+# behind its catalog's end: then the window says ``advance`` and its cursors move to the end
+# (one small commit). Expiring snapshots (:mod:`duckstream.engines.ducklake.expire`) keeps
+# every snapshot from the oldest cursor on: a view over tables that rarely change would
+# otherwise hold all of them back.
+ADVANCE_IDLE_CURSORS = 100
+
+
 @dataclass
 class Window:
     """A pinned window: the fields of the window variable, and per source the kinds of change
@@ -155,6 +163,14 @@ class Window:
     snapshots: dict[str, frozenset[int]] = field(default_factory=dict)  # that changed a source
     # the view's recent measurements, when the pin read them (:func:`read`'s ``history``)
     history: History | None = None
+
+    def lag(self) -> int:
+        """How many snapshots its oldest cursor is behind its catalog's end (0: no source).
+
+        >>> Window("w", {}, sources={"l.m.t": (1, 10, 250), "l.m.u": (2, 240, 250)}).lag()
+        240
+        """
+        return max((end - cursor for _, cursor, end in self.sources.values()), default=0)
 
     def appends_only(self, source: str) -> bool:
         """Whether the window shows ``source`` (a full name) without deletions: its change
@@ -257,6 +273,8 @@ def window_from(
             f"deletes_{i}": bool(kinds - INSERT_KINDS),
         }
         window["changed"] = window["changed"] or bool(kinds)
+    lag = max((end - cursor for _, cursor, end in bounds.values()), default=0)
+    window["advance"] = not window["changed"] and lag >= ADVANCE_IDLE_CURSORS
     if expired:
         source, cursor = min(expired)
         raise RebuildRequired(f"the cursor snapshot {cursor} of {source} was expired")
@@ -413,12 +431,14 @@ def pin_sql(spec: WindowSpec) -> str:
     )
     if not spec.sources:  # the window of a view whose only source is the clock (or none)
         value, clock_cte, clock_from = (
-            f"struct_pack({', '.join(end_fields)}, changed := false)",
+            f"struct_pack({', '.join(end_fields)}, changed := false, advance := false)",
             "",
             "",
         )
         if spec.reads_clock:
-            fields = ", ".join([*end_fields, "changed := c.moved", *_CLOCK_FIELDS])
+            fields = ", ".join(
+                [*end_fields, "changed := c.moved", "advance := false", *_CLOCK_FIELDS]
+            )
             value = (
                 f"CASE WHEN c.why IS NOT NULL THEN error({rebuild} || c.why)"
                 f" ELSE struct_pack({fields}) END"
@@ -447,7 +467,7 @@ def pin_sql(spec: WindowSpec) -> str:
             f" WHERE {within('x.snapshot_id')})"
         )
         rows.append(
-            f"SELECT {i} AS n, c.source, c.cursor, c.table_id,"
+            f"SELECT {i} AS n, c.source, c.cursor, c.table_id, {end} - c.cursor AS lag,"
             f" (SELECT max(t.table_id) FROM {meta}.ducklake_schema AS s"
             f" JOIN {meta}.ducklake_table AS t ON t.schema_id = s.schema_id"
             " AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
@@ -481,10 +501,11 @@ def pin_sql(spec: WindowSpec) -> str:
         + " UNION ALL ".join(rows)
         + ")"
     )
-    fields, columns = [*end_fields, "changed := w.changed"], []
+    advance = f"advance := NOT w.changed AND w.lag >= {ADVANCE_IDLE_CURSORS}"
+    fields, columns = [*end_fields, "changed := w.changed", advance], []
     clock_cte, clock_check, clock_from = "", "", ""
     if spec.reads_clock:
-        fields = [*end_fields, "changed := w.changed OR c.moved", *_CLOCK_FIELDS]
+        fields = [*end_fields, "changed := w.changed OR c.moved", advance, *_CLOCK_FIELDS]
         clock_cte = f", _ivm_clock AS MATERIALIZED ({_clock_sql(spec, newest)})"
         clock_check = f" WHEN c.why IS NOT NULL THEN error({rebuild} || c.why)"
         clock_from = ", _ivm_clock AS c"
@@ -523,6 +544,7 @@ def pin_sql(spec: WindowSpec) -> str:
         " AS expired,"
         " min(source) FILTER (WHERE altered) AS altered,"
         f" {moved} AS moved, coalesce(bool_or(changed), false) AS changed,"
+        " coalesce(max(lag), 0) AS lag,"
         f" {', '.join(columns)} FROM _ivm_window) AS w{clock_from})"
     )
 
