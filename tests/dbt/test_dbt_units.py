@@ -84,6 +84,31 @@ def test_build_then_maintain_then_nothing_to_do(shop) -> None:
     assert quiet.action == "up to date" and quiet.message().startswith("up to date: no source")
 
 
+def test_an_idle_model_far_behind_moves_its_cursors(shop, monkeypatch) -> None:
+    """A model whose sources did not change commits nothing, until its cursors are far behind
+    (other tables' commits): then they move, so snapshot expiry is not held back."""
+    from duckstream.engines.ducklake import window
+
+    monkeypatch.setattr(window, "ADVANCE_IDLE_CURSORS", 4)
+    shop.execute("CREATE TABLE dl.main.busy (k INTEGER)")
+    materialize(shop, request())
+    cursor = ducklake_cursors.read(shop, "dl", "dl.main.totals")["dl.main.orders"][1]
+    (now,) = shop.execute("SELECT id FROM ducklake_current_snapshot('dl')").fetchone()
+    while now < cursor + 3:
+        shop.execute("INSERT INTO dl.main.busy VALUES (1)")
+        (now,) = shop.execute("SELECT id FROM ducklake_current_snapshot('dl')").fetchone()
+    assert materialize(shop, request()).action == "up to date"
+    assert ducklake_cursors.read(shop, "dl", "dl.main.totals")["dl.main.orders"][1] == cursor
+    shop.execute("INSERT INTO dl.main.busy VALUES (2)")
+    quiet = materialize(shop, request())
+    assert quiet.action == "up to date"
+    assert ducklake_cursors.read(shop, "dl", "dl.main.totals")["dl.main.orders"][1] == cursor + 4
+    assert differences(shop, request()) == []
+    shop.execute("DELETE FROM dl.main.orders WHERE id = 1")
+    assert materialize(shop, request()).message().startswith("incremental: +1 -1 rows")
+    assert differences(shop, request()) == []
+
+
 def phase_names(outcome: Outcome) -> list[str]:
     return [name for name, *_ in outcome.phases]
 

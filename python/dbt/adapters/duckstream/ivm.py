@@ -331,7 +331,10 @@ class DuckLakeBackend:
         window = pinned.window
         report = self.report = pinned.report
         if window is not None and not pinned.changed:
-            ducklake_runner.abandon(self.recording)
+            if ducklake_runner.advances(window):  # far behind: the cursors move, nothing else
+                ducklake_runner.finish(self.recording, pinned, run=_run)
+            else:
+                ducklake_runner.abandon(self.recording)
             return Refreshed("none", sources=len(window.sources))
         auto = "auto: " if request.strategy == "auto" else ""
         if report.strategy == "full":
