@@ -11,7 +11,10 @@ table, the rows inlined in the catalog, and the catalog's snapshots.
 
 ``--compact-every K``: every K rounds, first ``CALL ducklake_flush_inlined_data`` and
 ``ducklake_merge_adjacent_files`` on each view's table (both keep the change feed and time
-travel, so the cursors stay valid), timed apart. At the end every view is checked against
+travel, so the cursors stay valid), timed apart. ``--expire-every K``: every K rounds, first
+expire the snapshots no view needs (``duckstream expire``:
+:mod:`duckstream.engines.ducklake.expire`, with ``--cleanup``), timed apart (in the same
+column). At the end every view is checked against
 recomputation (exit 1 when one differs).
 """
 
@@ -30,6 +33,7 @@ import duckdb
 from bench import lakes
 from bench.measure import measure
 from bench.run import LAKE, SUPPORTED, compile_views, prepare_views
+from duckstream.engines.ducklake.expire import expire
 from duckstream.engines.ducklake.runner import refresh
 from duckstream.testing.differential import as_multiset
 from duckstream.testing.tpch import WORKLOADS, tpch_view
@@ -80,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=100)
     parser.add_argument("--strategy", default="auto", choices=["auto", "incremental", "full"])
     parser.add_argument("--compact-every", type=int, default=0)
+    parser.add_argument("--expire-every", type=int, default=0)
     parser.add_argument("--cache", type=Path, default=lakes.CACHE)
     args = parser.parse_args(argv)
 
@@ -89,10 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"SF {args.sf:g}, {args.workload} of {args.fraction:g} of the orders per round,"
         f" {args.refreshes} rounds, strategy {args.strategy}, compaction every"
-        f" {args.compact_every or 'never'}"
+        f" {args.compact_every or 'never'}, snapshot expiry every {args.expire_every or 'never'}"
     )
     print("| rounds | view | refresh ms (median) | CPU ms | data files | delete files | inlined"
-          " rows | snapshots | compaction ms |")  # fmt: skip
+          " rows | snapshots | compaction / expiry ms |")  # fmt: skip
     print("|--:|---|--:|--:|--:|--:|--:|--:|--:|")
     with tempfile.TemporaryDirectory(prefix="duckstream-steady-") as tmp:
         lake = prepare_views(lakes.template(args.sf, args.cache), Path(tmp) / "lake", plans)
@@ -104,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                 generate(con, LAKE, random.Random(n), args.fraction)
                 if args.compact_every and n % args.compact_every == 0:
                     _, sample = measure(lambda con=con: compact(con, tables))
+                    compactions.append(sample.ms)
+                if args.expire_every and n % args.expire_every == 0:
+                    _, sample = measure(lambda con=con: expire(con, LAKE, cleanup=True))
                     compactions.append(sample.ms)
                 for q, plan in plans.items():
                     _, sample = measure(
