@@ -109,6 +109,32 @@ def test_an_idle_model_far_behind_moves_its_cursors(shop, monkeypatch) -> None:
     assert differences(shop, request()) == []
 
 
+@pytest.mark.parametrize("strategy", ["incremental", "auto"])
+def test_a_model_with_a_temporal_filter_says_the_clock_moved(lake, strategy) -> None:
+    """A "last 7 days" model maintained as the clock moves (the session variable
+    ``duckstream_now`` stands for the clock): dbt's line says the clock moved, and why."""
+    lake.execute("CREATE TABLE dl.main.events (id INTEGER, d DATE)")
+    lake.execute(
+        "INSERT INTO dl.main.events"
+        " SELECT i, DATE '2026-01-01' + CAST(i AS INTEGER) FROM range(20) AS r(i)"
+    )
+    sql = "SELECT id, d FROM dl.main.events WHERE d > current_date - INTERVAL 7 DAY"
+    lake.execute("SET VARIABLE duckstream_now = TIMESTAMPTZ '2026-01-10 12:00:00+00'")
+    materialize(lake, request(sql, strategy))
+    quiet = materialize(lake, request(sql, strategy))
+    assert quiet.action == "up to date"
+    lake.execute("SET VARIABLE duckstream_now = TIMESTAMPTZ '2026-01-13 08:00:00+00'")
+    moved = materialize(lake, request(sql, strategy))
+    assert moved.action == "incremental", moved.message()
+    assert "the clock moved from 2026-01-10 12:00:00+00 to 2026-01-13 08:00:00+00" in (
+        moved.message()
+    )
+    expected = lake.execute(
+        "SELECT id, d FROM dl.main.events WHERE d > DATE '2026-01-13' - INTERVAL 7 DAY"
+    ).fetchall()
+    assert sorted(lake.execute("SELECT id, d FROM dl.main.totals").fetchall()) == sorted(expected)
+
+
 def phase_names(outcome: Outcome) -> list[str]:
     return [name for name, *_ in outcome.phases]
 
