@@ -499,6 +499,7 @@ def test_a_clock_only_view_records_its_clock_for_status_and_explain(harness):
     (status,) = views_status(harness.con, "dl")
     assert status.view == "dl.main.mv" and status.pending == 0 and status.cursors == {}
     assert "the clock moved from 2026-01-10" in status_text([status])
+    assert "dl.main.mv: cursors none (it reads only the clock)" in status_text([status])
     text = explain(_view(template)).text()
     assert "  the clock: current_date (its only source: no table)\n" in text
     assert "temporal filter all_periods.date_month <= current_date" in text

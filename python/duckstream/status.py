@@ -85,7 +85,7 @@ def status_text(statuses: list[ViewStatus], now: datetime.datetime | None = None
             f" | {last.outcome} | {ms} | {recent}"
         )
         cursors = ", ".join(f"{source} at {snapshot}" for source, snapshot in s.cursors.items())
-        details.append(f"{s.view}: cursors {cursors}")
+        details.append(f"{s.view}: cursors {cursors or 'none (it reads only the clock)'}")
         details += [f"  {line}" for line in (_refresh_line(r, now) for r in s.refreshes)]
     return "\n".join(lines + details)
 

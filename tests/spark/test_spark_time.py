@@ -10,6 +10,7 @@ import datetime
 
 import pytest
 
+from duckstream.engines.iceberg.status import views_status
 from duckstream.errors import RebuildRequired
 from duckstream.spark import refresh
 from duckstream.testing.differential import Column, Delete, Insert, TableSpec, check_result
@@ -106,3 +107,9 @@ def test_a_view_whose_only_source_is_the_clock_pins_the_clock_alone(harness):
         report = refresh(harness.spark, plan, strategy="auto")
         assert report.strategy == "incremental", report
         _check(harness, plan, template, clock, f"after refresh {n}")
+    # status lists it: no cursor, never behind a source, its refreshes from its snapshots
+    catalog, namespace, _ = plan.mv_table.split(".")
+    (status,) = [
+        s for s in views_status(harness.spark, catalog, namespace) if s.view == plan.mv_table
+    ]
+    assert status.cursors == {} and status.pending == 0 and len(status.refreshes) >= 2

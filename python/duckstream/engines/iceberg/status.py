@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from duckstream.engines.iceberg.dialect import DIALECT
 from duckstream.engines.iceberg.window import (
+    CLOCK_PROPERTY,
     CURSOR_PROPERTY,
     Snapshot,
     java_table,
@@ -59,8 +60,10 @@ def view_status(spark: SparkSession, view: str, recent: int = 5) -> ViewStatus |
         if snapshot.operation == "replace":
             continue  # a compaction: no refresh
         found = _cursors(snapshot)
-        if not found:
-            break  # written outside duckstream (or before it): the history ends here
+        if not found and CLOCK_PROPERTY not in snapshot.summary:
+            # written outside duckstream (or before it): the history ends here (a view whose
+            # only source is the clock has no cursor, but records the clock it read)
+            break
         if cursors is None:
             cursors = found
         refreshes.append(Refresh(snapshot.snapshot_id, _at(snapshot), _entry(snapshot)))
