@@ -219,6 +219,38 @@ class IVMAdapter(metaclass=AdapterMeta):
         return text
 
     @available.parse_none
+    def ivm_expire(
+        self,
+        relations: list[Any],
+        older_than: str | None = None,
+        dry_run: bool = False,
+        cleanup: bool = False,
+    ) -> str:
+        """Expire the snapshots no model needs in the catalogs ``relations`` (the project's
+        models) live in and read, logged at info level: ``dbt run-operation
+        duckstream_expire``."""
+        catalogs: dict[str, None] = {}
+        for relation in relations:
+            found = self._ivm_status(relation)
+            if found is None:
+                continue  # not built yet: it needs nothing
+            for name in (found.view, *found.cursors):
+                catalogs.setdefault(name.split(".", 1)[0])
+        try:
+            lines = self._ivm_expire(list(catalogs), older_than, dry_run, cleanup)
+        except (DuckstreamError, ValueError) as error:
+            raise DbtRuntimeError(str(error)) from None
+        text = "\n".join(lines) or "no catalog holds a model duckstream maintains"
+        self.ivm_logger.info(f"duckstream expire:\n{text}")
+        return text
+
+    def _ivm_expire(
+        self, catalogs: list[str], older_than: str | None, dry_run: bool, cleanup: bool
+    ) -> list[str]:
+        """Expire ``catalogs``' snapshots no maintained view needs; a line each."""
+        raise NotImplementedError
+
+    @available.parse_none
     def ivm_equivalence_sql(self, relation: Any, float_digits: int | None = 12) -> str:
         """The ``ivm_equivalent`` test's query for ``relation``
         (:mod:`dbt_duckstream.equivalence`)."""

@@ -16,7 +16,7 @@ refreshes (the path, why, rows in and out, how long it took), read from the cata
 log; ``--engine spark <warehouse> --namespace db``: the same for an Iceberg namespace.
 
 ``python -m duckstream expire <lake>`` expires the DuckLake catalog's snapshots that no
-maintained view needs (older than every view's cursors and recent refresh history:
+maintained view needs (older than every view's cursors into it and the commits holding them:
 :mod:`duckstream.engines.ducklake.expire`); ``--older-than 7d`` keeps a week of time travel
 too, ``--dry-run`` only says what, ``--cleanup`` deletes the files only expired snapshots
 used."""
@@ -156,28 +156,14 @@ def status(lake: str, catalog: str, data_path: str | None, recent: int) -> int:
     return 0
 
 
-_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
-
-
-def _age(text: str) -> datetime.timedelta:
-    """``7d``, ``12h``, ``30m`` as a duration.
-
-    >>> _age("7d"), _age("90m")
-    (datetime.timedelta(days=7), datetime.timedelta(seconds=5400))
-    """
-    number, unit = text[:-1], text[-1:]
-    if unit not in _UNITS or not number.isdigit():
-        raise ValueError(f"duckstream: --older-than takes 7d, 12h or 30m, not {text!r}")
-    return datetime.timedelta(**{_UNITS[unit]: int(number)})
-
-
 def expire(args: argparse.Namespace) -> int:
     import duckdb
 
+    from duckstream.engines.ducklake.expire import age
     from duckstream.engines.ducklake.expire import expire as expire_snapshots
 
     try:
-        age = None if args.older_than is None else _age(args.older_than)
+        older = None if args.older_than is None else age(args.older_than)
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
@@ -192,7 +178,7 @@ def expire(args: argparse.Namespace) -> int:
         done = expire_snapshots(
             con,
             args.catalog,
-            None if age is None else now - age,
+            None if older is None else now - older,
             dry_run=args.dry_run,
             cleanup=args.cleanup,
         )

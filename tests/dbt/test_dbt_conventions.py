@@ -267,3 +267,26 @@ def test_unit_tests_and_show_on_incremental_ivm_models(shop: Shop) -> None:
         "revenue",
     ]
     assert not any(c.startswith("_ivm_") for c in shown.columns["revenue_per_day"])
+
+
+def test_expire_keeps_what_the_models_need(shop: Shop) -> None:
+    """``dbt run-operation duckstream_expire``: the lake's snapshots older than every model's
+    cursors are expired (a dry run first says what); the next run finds every model's cursors
+    (none rebuilds for an expired one) and ivm_equivalent holds."""
+    shop.apply_changes(4)
+    ok(shop.dbt("run"))
+    dry = shop.dbt("run-operation", "duckstream_expire", "--args", "{dry_run: true}")
+    assert dry.success
+    text = "\n".join(dry.log)
+    assert "lake: would expire " in text and "needed by" in text, text
+    done = shop.dbt("run-operation", "duckstream_expire", "--args", "{cleanup: true}")
+    assert done.success
+    assert "lake: expired " in "\n".join(done.log)
+    again = shop.dbt("run-operation", "duckstream_expire")
+    assert "lake: nothing to expire" in "\n".join(again.log)
+    shop.apply_changes(5)
+    ran = shop.dbt("run")
+    ok(ran)
+    for name, (_, message, _) in ran.nodes.items():  # no model lost a cursor
+        assert "expired" not in message and "no cursors" not in message, (name, message)
+    ok(shop.dbt("test", "--select", "test_name:ivm_equivalent"))

@@ -64,6 +64,26 @@ class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
         found = [s for s in views_status(con, database) if s.view.lower() == name]
         return found[0] if found else None
 
+    def _ivm_expire(
+        self, catalogs: list[str], older_than: str | None, dry_run: bool, cleanup: bool
+    ) -> list[str]:
+        """:func:`duckstream.engines.ducklake.expire.expire` of each catalog, on the run's
+        connection (every catalog of the profile attached: their views count too)."""
+        import datetime
+
+        from duckstream.engines.ducklake.expire import age, expire
+
+        older = None
+        if older_than is not None:
+            older = datetime.datetime.now(datetime.UTC) - age(str(older_than))
+        con = self._ivm_connection()
+        lines = []
+        for catalog in catalogs:
+            done = expire(con, catalog, older, dry_run=dry_run, cleanup=cleanup)
+            text = done.text()
+            lines.append(text.replace(": expired ", ": would expire ", 1) if dry_run else text)
+        return lines
+
     def get_columns_in_relation(self, relation: Any) -> list[Any]:
         """dbt-duckdb's columns, without duckstream's hidden ``_ivm_*`` columns when the
         relation is a table duckstream maintains (:mod:`dbt_duckstream.hidden`): what

@@ -58,6 +58,15 @@ class DuckstreamSparkAdapter(IVMAdapter, SparkAdapter):
         information = getattr(relation, "information", None) or ""
         return hidden.visible(columns, lambda: hidden.spark_maintained(information))
 
+    def _ivm_expire(
+        self, catalogs: list[str], older_than: str | None, dry_run: bool, cleanup: bool
+    ) -> list[str]:
+        raise ValueError(
+            "duckstream_expire expires DuckLake snapshots; on Iceberg, run the catalog's"
+            " expire_snapshots procedure with older_than before the oldest cursor of the"
+            " models reading each table (dbt run-operation duckstream_status lists them)"
+        )
+
     def _ivm_status(self, relation: Any) -> Any:
         """From the table's Iceberg snapshots (:mod:`duckstream.engines.iceberg.status`), in
         the session's current catalog (dbt-spark's relations name none: their ``database``
