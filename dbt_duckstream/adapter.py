@@ -229,15 +229,9 @@ class IVMAdapter(metaclass=AdapterMeta):
         """Expire the snapshots no model needs in the catalogs ``relations`` (the project's
         models) live in and read, logged at info level: ``dbt run-operation
         duckstream_expire``."""
-        catalogs: dict[str, None] = {}
-        for relation in relations:
-            found = self._ivm_status(relation)
-            if found is None:
-                continue  # not built yet: it needs nothing
-            for name in (found.view, *found.cursors):
-                catalogs.setdefault(name.split(".", 1)[0])
+        found = [s for s in (self._ivm_status(r) for r in relations) if s is not None]
         try:
-            lines = self._ivm_expire(list(catalogs), older_than, dry_run, cleanup)
+            lines = self._ivm_expire(found, older_than, dry_run, cleanup)
         except (DuckstreamError, ValueError) as error:
             raise DbtRuntimeError(str(error)) from None
         text = "\n".join(lines) or "no catalog holds a model duckstream maintains"
@@ -245,9 +239,10 @@ class IVMAdapter(metaclass=AdapterMeta):
         return text
 
     def _ivm_expire(
-        self, catalogs: list[str], older_than: str | None, dry_run: bool, cleanup: bool
+        self, views: list[ViewStatus], older_than: str | None, dry_run: bool, cleanup: bool
     ) -> list[str]:
-        """Expire ``catalogs``' snapshots no maintained view needs; a line each."""
+        """Expire the snapshots that no maintained view needs where ``views`` (the project's
+        built models) live and read; a line per catalog or table."""
         raise NotImplementedError
 
     @available.parse_none

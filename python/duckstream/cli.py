@@ -71,7 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     expire_cmd = commands.add_parser(
         "expire", help="expire a DuckLake's snapshots that no maintained view needs"
     )
-    expire_cmd.add_argument("lake", help="a lake directory, or a DuckLake ATTACH target")
+    expire_cmd.add_argument(
+        "lake",
+        help="a lake directory, or a DuckLake ATTACH target; with --engine spark, the"
+        " warehouse directory of a local session's Iceberg catalog",
+    )
+    expire_cmd.add_argument("--engine", default="duckdb", choices=["duckdb", "spark"])
+    expire_cmd.add_argument(
+        "--namespace", nargs="+", default=["db"], help="the Iceberg namespaces (spark)"
+    )
     expire_cmd.add_argument("--catalog", default="lake", help="the name to attach it as")
     expire_cmd.add_argument("--data-path", help="DATA_PATH, for an ATTACH target")
     expire_cmd.add_argument(
@@ -159,14 +167,17 @@ def status(lake: str, catalog: str, data_path: str | None, recent: int) -> int:
 def expire(args: argparse.Namespace) -> int:
     import duckdb
 
-    from duckstream.engines.ducklake.expire import age
     from duckstream.engines.ducklake.expire import expire as expire_snapshots
+    from duckstream.status import age
 
     try:
         older = None if args.older_than is None else age(args.older_than)
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
+    now = datetime.datetime.now(datetime.UTC)
+    if args.engine == "spark":
+        return _spark_expire(args, None if older is None else now - older)
     con = duckdb.connect()
     try:
         if not _attach(con, args.lake, args.catalog, args.data_path, read_only=False):
@@ -174,7 +185,6 @@ def expire(args: argparse.Namespace) -> int:
         for k, other in enumerate(args.also, start=1):
             if not _attach(con, other, f"lake{k}", None, read_only=True):
                 return 2
-        now = datetime.datetime.now(datetime.UTC)
         done = expire_snapshots(
             con,
             args.catalog,
@@ -216,6 +226,21 @@ def explain(args: argparse.Namespace) -> int:
         print(f"duckstream: {error}", file=sys.stderr)
         return 2
     print(json.dumps(found.as_dict(), indent=2) if args.json else found.text())
+    return 0
+
+
+def _spark_expire(args: argparse.Namespace, older_than: datetime.datetime | None) -> int:
+    """``expire`` of Iceberg namespaces, in a local Spark session over the warehouse (on a
+    cluster, call :func:`duckstream.engines.iceberg.expire.expire` with your own session)."""
+    from duckstream.engines.iceberg.expire import expire
+    from duckstream.engines.iceberg.session import local_session
+
+    if not Path(args.lake).is_dir():
+        print(f"duckstream: no warehouse directory at {args.lake!r}", file=sys.stderr)
+        return 2
+    spark = local_session(str(Path(args.lake).resolve()))
+    for done in expire(spark, args.catalog, args.namespace, older_than, dry_run=args.dry_run):
+        print(done.text(args.dry_run))
     return 0
 
 

@@ -112,3 +112,18 @@ def _ago(now: datetime.datetime, then: datetime.datetime) -> str:
         if seconds >= size:
             return f"{seconds // size:.0f}{unit}"
     return f"{seconds:.0f}s"
+
+
+_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+def age(text: str) -> datetime.timedelta:
+    """``7d``, ``12h``, ``30m`` as a duration (``--older-than``).
+
+    >>> age("7d"), age("90m")
+    (datetime.timedelta(days=7), datetime.timedelta(seconds=5400))
+    """
+    number, unit = text[:-1], text[-1:]
+    if unit not in _UNITS or not number.isdigit():
+        raise ValueError(f"duckstream: older than takes 7d, 12h or 30m, not {text!r}")
+    return datetime.timedelta(**{_UNITS[unit]: int(number)})

@@ -65,17 +65,20 @@ class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
         return found[0] if found else None
 
     def _ivm_expire(
-        self, catalogs: list[str], older_than: str | None, dry_run: bool, cleanup: bool
+        self, views: list[ViewStatus], older_than: str | None, dry_run: bool, cleanup: bool
     ) -> list[str]:
-        """:func:`duckstream.engines.ducklake.expire.expire` of each catalog, on the run's
-        connection (every catalog of the profile attached: their views count too)."""
+        """:func:`duckstream.engines.ducklake.expire.expire` of each catalog the views live
+        in or read, on the run's connection (every catalog of the profile attached: their
+        views count too)."""
         import datetime
 
-        from duckstream.engines.ducklake.expire import age, expire
+        from duckstream.engines.ducklake.expire import expire
+        from duckstream.status import age
 
         older = None
         if older_than is not None:
             older = datetime.datetime.now(datetime.UTC) - age(str(older_than))
+        catalogs = {n.split(".", 1)[0]: None for s in views for n in (s.view, *s.cursors)}
         con = self._ivm_connection()
         lines = []
         for catalog in catalogs:

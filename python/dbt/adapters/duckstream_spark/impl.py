@@ -59,13 +59,24 @@ class DuckstreamSparkAdapter(IVMAdapter, SparkAdapter):
         return hidden.visible(columns, lambda: hidden.spark_maintained(information))
 
     def _ivm_expire(
-        self, catalogs: list[str], older_than: str | None, dry_run: bool, cleanup: bool
+        self, views: list[Any], older_than: str | None, dry_run: bool, cleanup: bool
     ) -> list[str]:
-        raise ValueError(
-            "duckstream_expire expires DuckLake snapshots; on Iceberg, run the catalog's"
-            " expire_snapshots procedure with older_than before the oldest cursor of the"
-            " models reading each table (dbt run-operation duckstream_status lists them)"
-        )
+        """:func:`duckstream.engines.iceberg.expire.expire` of the namespaces the views live
+        in (and the tables they read), in the session's current catalog; Iceberg deletes the
+        files only expired snapshots used (``cleanup`` is always on)."""
+        import datetime
+
+        from duckstream.engines.iceberg.expire import expire
+        from duckstream.status import age
+
+        older = None
+        if older_than is not None:
+            older = datetime.datetime.now(datetime.UTC) - age(str(older_than))
+        spark = self._ivm_session()
+        catalog = current_catalog(spark)
+        namespaces = sorted({s.view.split(".")[1] for s in views})
+        done = expire(spark, catalog, namespaces, older, dry_run=dry_run)
+        return [e.text(dry_run) for e in done]
 
     def _ivm_status(self, relation: Any) -> Any:
         """From the table's Iceberg snapshots (:mod:`duckstream.engines.iceberg.status`), in

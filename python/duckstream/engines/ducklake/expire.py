@@ -70,21 +70,6 @@ class Expiry:
         )
 
 
-_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
-
-
-def age(text: str) -> datetime.timedelta:
-    """``7d``, ``12h``, ``30m`` as a duration (``--older-than``).
-
-    >>> age("7d"), age("90m")
-    (datetime.timedelta(days=7), datetime.timedelta(seconds=5400))
-    """
-    number, unit = text[:-1], text[-1:]
-    if unit not in _UNITS or not number.isdigit():
-        raise ValueError(f"duckstream: older than takes 7d, 12h or 30m, not {text!r}")
-    return datetime.timedelta(**{_UNITS[unit]: int(number)})
-
-
 def _ducklakes(con: Connection) -> list[str]:
     rows = con.execute(
         "SELECT database_name FROM duckdb_databases() WHERE type = 'ducklake' ORDER BY 1"
