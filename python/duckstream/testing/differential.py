@@ -20,6 +20,7 @@ import sqlglot
 from sqlglot import exp
 
 from duckstream.compiler import compile_ivm
+from duckstream.engines.ducklake.names import quote
 from duckstream.engines.ducklake.runner import run_statements, without_table_statistics
 from duckstream.engines.ducklake.schema import schema_of
 from duckstream.normalize.number_rows import break_ties_sql
@@ -74,9 +75,8 @@ def tables_schema(tables: Iterable[TableSpec]) -> dict[str, dict[str, str]]:
     return {t.name: {c.name: c.type for c in t.columns} for t in tables}
 
 
-def quote_ident(name: str) -> str:
-    """``name`` as a quoted SQL identifier: exact case, reserved words and any character."""
-    return '"' + name.replace('"', '""') + '"'
+# ``name`` as a quoted SQL identifier: exact case, reserved words and any character
+quote_ident = quote
 
 
 def sql_literal(value: Any) -> str:
