@@ -282,8 +282,6 @@ def test_expire_keeps_what_the_models_need(shop: Shop) -> None:
     done = shop.dbt("run-operation", "duckstream_expire", "--args", "{cleanup: true}")
     assert done.success
     assert "lake: expired " in "\n".join(done.log)
-    again = shop.dbt("run-operation", "duckstream_expire")
-    assert "lake: nothing to expire" in "\n".join(again.log)
     shop.apply_changes(5)
     ran = shop.dbt("run")
     ok(ran)
