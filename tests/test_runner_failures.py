@@ -27,15 +27,9 @@ from typing import Any
 import pytest
 
 from duckstream.engines.ducklake import cursors as ducklake_cursors
-from duckstream.engines.ducklake import runner
-from duckstream.engines.ducklake.runner import (
-    begin,
-    finish,
-    in_transaction,
-    rebuild,
-    refresh,
-    setup,
-)
+from duckstream.engines.ducklake import statistics
+from duckstream.engines.ducklake.runner import begin, finish, rebuild, refresh, setup
+from duckstream.engines.ducklake.transaction import in_transaction
 from duckstream.plan import IVMPlan
 from duckstream.strategy import Policy, RefreshReport
 from duckstream.testing.differential import DuckLakeHarness
@@ -310,7 +304,7 @@ def test_a_failure_at_any_statement_leaves_the_connection_usable(name, plans, tm
                 raised = True
         assert _same(failing.statements[: n + 1]) == _same(statements[: n + 1]), context
         assert not in_transaction(con), context
-        assert runner._untrusting == {}, context
+        assert statistics._untrusting == {}, context
         state = State.of(con)
         if statement in RESTORING:  # a warning wherever it is (dbt's begin leaves it early)
             assert not raised, context

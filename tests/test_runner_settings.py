@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from duckstream.engines.ducklake import runner
+from duckstream.engines.ducklake import statistics
 from duckstream.engines.ducklake.runner import refresh, setup, without_table_statistics
 from duckstream.plan import Naming
 from duckstream.testing.differential import DuckLakeHarness
@@ -82,7 +82,7 @@ def test_the_first_refresh_in_turns_it_off_the_last_out_puts_it_back(db):
     assert _disabled(db) == f"join_order,{OFF}"
     assert second.leave() == ["SET perfect_ht_threshold = 7", ON]
     assert _settings(db) == (7, "join_order") and _settings(second.con) == (7, "join_order")
-    assert runner._untrusting == {}
+    assert statistics._untrusting == {}
 
 
 def test_a_nested_use_on_the_same_connection_runs_nothing(db):
@@ -114,7 +114,7 @@ def test_each_database_has_its_own_count(db, tmp_path):
     assert here.leave()[-1] == ON and _disabled(db) == "join_order"
     assert _disabled(other) == OFF
     assert there.leave()[-1] == "SET disabled_optimizers = ''"
-    assert _disabled(other) == "" and runner._untrusting == {}
+    assert _disabled(other) == "" and statistics._untrusting == {}
     other.close()
 
 
@@ -136,7 +136,7 @@ def test_a_failure_to_turn_them_off_leaves_them_as_they_were(db, failing):
     con = _Failing(db, failing)
     with pytest.raises(RuntimeError, match="injected"), without_table_statistics(con):
         pass
-    assert _settings(db) == (7, "join_order") and runner._untrusting == {}
+    assert _settings(db) == (7, "join_order") and statistics._untrusting == {}
 
 
 @pytest.mark.parametrize("failing", [ON, "SET perfect_ht_threshold = 7"])
@@ -146,7 +146,7 @@ def test_a_failure_to_put_them_back_is_a_warning(db, failing):
         pass
     left = (7, f"join_order,{OFF}") if failing == ON else (0, "join_order")
     assert _settings(db) == left  # the other one is put back
-    assert runner._untrusting == {}
+    assert statistics._untrusting == {}
     with without_table_statistics(db):  # counted out: the next refresh turns it off again
         assert _disabled(db).endswith(OFF)
 
@@ -168,7 +168,7 @@ class _Watching:
         self.con, self.seen_on = con, seen_on
 
     def execute(self, sql: str, *args: Any) -> Any:
-        if runner._untrusted_on.get() is self and not sql.startswith("SET "):
+        if statistics._untrusted_on.get() is self and not sql.startswith("SET "):
             threshold, disabled = _settings(self.con)
             if threshold != 0 or OFF not in disabled.split(","):
                 self.seen_on.append(f"{threshold} {disabled!r} before {sql[:60]}")
@@ -216,4 +216,4 @@ def test_concurrent_refreshes_never_see_the_settings_on(db):
     assert seen_on == []
     for i, plan in enumerate(plans):
         harness.check(plan, VIEWS[i].format(i=i), f"view {i}")
-    assert _settings(db) == (7, "join_order") and runner._untrusting == {}
+    assert _settings(db) == (7, "join_order") and statistics._untrusting == {}
