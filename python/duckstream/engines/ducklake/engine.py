@@ -27,6 +27,7 @@ from duckstream.engines.base import MULT, Engine, Source, Version
 from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.names import same_names
+from duckstream.engines.ducklake.window_sql import pin_sql
 from duckstream.plan import (
     Applied,
     Begin,
@@ -84,7 +85,7 @@ def _guarded(insert: exp.Insert, guard: exp.Expr) -> exp.Insert:
 
 def render(step: Step, window: ducklake_window.Window | None = None) -> list[str]:
     """Plain DuckDB SQL; the window pin as one ``SET VARIABLE`` that checks the window
-    in SQL (:func:`.window.pin_sql`: what the runner checks in Python). ``window``: the
+    in SQL (:func:`.window_sql.pin_sql`: what the runner checks in Python). ``window``: the
     pinned window, when the runner knows it: a change copy of a source it shows without
     deletions is its :attr:`~CreateTemp.appends_only` query."""
     if isinstance(step, Sql | PinSnapshot | Cleanup):
@@ -101,7 +102,7 @@ def render(step: Step, window: ducklake_window.Window | None = None) -> list[str
         )
         return [_create_temp(step, appends_only)]
     if isinstance(step, PinWindow):
-        return [ducklake_window.pin_sql(step.spec)]
+        return [pin_sql(step.spec)]
     if isinstance(step, Applied | StopUnless):
         return []  # StopUnless: the statements after it are guarded by the same value
     if isinstance(step, Measure):  # no clock in SQL: no measurement
