@@ -17,7 +17,7 @@ from duckstream.engines.ducklake.runner import refresh as duckdb_refresh
 from duckstream.engines.iceberg.estimate import SparkPolicy, estimate_window
 from duckstream.engines.iceberg.window import Snapshot, TableLog, pin
 from duckstream.errors import RebuildRequired
-from duckstream.plan import PinWindow
+from duckstream.plan import PinSnapshot, PinWindow
 from duckstream.strategy import SourceEstimate, decide
 
 MV, T, U = "lake.db.mv", "lake.db.t", "other.s.u"
@@ -178,6 +178,25 @@ def test_the_pin_gives_the_sql_pins_values_and_reads_appends_with_the_append_sca
     t_changes, u_changes = (s.changes_view for s in spec.sources)
     assert pinned.appends == {t_changes: (T, 1, 4)}  # appends and a compaction only
     assert pinned.unchanged == {u_changes: U}
+
+
+def test_a_rebuild_pins_the_snapshots_its_refresh_read() -> None:
+    # auto read every source's metadata for its estimate: the rebuild it chose pins those
+    # snapshots without loading the tables again (no Spark needed: no session is touched)
+    spec = next(s.spec for s in _plan().steps["initialize_cursors"] if isinstance(s, PinSnapshot))
+    logs = {
+        MV: _mv({T: 1, U: 1}),
+        T: _source(1000, (2, "append", {}), (3, "delete", {})),
+        U: _source(50, (7, "append", {})),
+    }
+    values = spec.values(None, logs)  # type: ignore[arg-type]
+    prefix = spec.prefix
+    assert values == {
+        f"{prefix}end_0": "3",
+        f"{prefix}cursor_0": "3",
+        f"{prefix}end_1": "7",
+        f"{prefix}cursor_1": "7",
+    }
 
 
 @pytest.mark.parametrize("operation", ["overwrite", "delete"])

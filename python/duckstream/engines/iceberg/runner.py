@@ -206,7 +206,7 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
             run.view_bytes = view.snapshots[view.current].count("total-files-size")
         return True
     if isinstance(step, PinSnapshot) and isinstance(step.spec, SnapshotPin):
-        run.values.update(step.spec.values(spark))
+        run.values.update(step.spec.values(spark, run.logs))
         return True
     if isinstance(step, Sql) and step.creates is not None and step.creates.name in run.appends:
         register_appends(spark, step.creates.name, *run.appends[step.creates.name])
@@ -608,8 +608,8 @@ def refresh(
                 raise
             report.strategy = "full"
             report.reason = error.reason
-    if report.strategy == "full":
-        run_steps(spark, plan.steps["initialize_cursors"], phases=phases, entry=entry)
+    if report.strategy == "full":  # pinned at the snapshots ``logs`` read, when read
+        run_steps(spark, plan.steps["initialize_cursors"], logs=logs, phases=phases, entry=entry)
     report.phases = phases
     report.elapsed = time.perf_counter() - start
     return report

@@ -182,23 +182,35 @@ class SnapshotPin:
     sources: tuple[tuple[str, int], ...]
     clock: bool = False  # the view reads the clock: pin it too
 
-    def values(self, spark: SparkSession) -> dict[str, str]:
+    def values(
+        self, spark: SparkSession, logs: dict[str, TableLog] | None = None
+    ) -> dict[str, str]:
         """The values the plan's SQL pin computes, from metadata; first gives a snapshot to
-        each source that has none (:func:`give_first_snapshots`)."""
-        tables = [table for table, _ in self.sources]
-        give_first_snapshots(spark, tables)
+        each source that has none (:func:`give_first_snapshots`). ``logs``: the sources'
+        metadata this refresh read already (:func:`read_logs`, for ``auto``'s estimate):
+        their current snapshots are pinned as read, without loading each table twice more
+        (30-50 ms a rebuild on ``local[2]``)."""
+        tables = list(dict.fromkeys(table for table, _ in self.sources))
+        known = logs or {}
+        if all(known.get(t) is not None and known[t].current is not None for t in tables):
+            current = {t: known[t].current for t in tables}
+        else:
+            give_first_snapshots(spark, tables)
+            current = {}
+            for table in tables:
+                snapshot = java_table(spark, table).currentSnapshot()
+                current[table] = None if snapshot is None else int(snapshot.snapshotId())
         values: dict[str, str] = {}
         if self.clock:
             now = str(now_micros(spark))
             values[f"{self.prefix}clock"] = values[f"{self.prefix}clock_old"] = now
             values[f"{self.prefix}clock_moved"] = "false"
-        current = {t: java_table(spark, t).currentSnapshot() for t in dict.fromkeys(tables)}
         for table, index in self.sources:
-            snapshot = current[table]
-            if snapshot is None:  # dropped and re-created in between
+            snapshot_id = current[table]
+            if snapshot_id is None:  # dropped and re-created in between
                 raise DuckstreamError(f"duckstream: source {table} has no snapshot")
             values[f"{self.prefix}end_{index}"] = values[f"{self.prefix}cursor_{index}"] = str(
-                snapshot.snapshotId()
+                snapshot_id
             )
         return values
 
