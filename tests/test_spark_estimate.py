@@ -14,11 +14,11 @@ import sqlglot
 
 from duckstream import compile_ivm
 from duckstream.engines.ducklake.runner import refresh as duckdb_refresh
-from duckstream.engines.iceberg.estimate import SparkPolicy, estimate_window
+from duckstream.engines.iceberg.estimate import SparkPolicy, choose, estimate_window
 from duckstream.engines.iceberg.window import Snapshot, TableLog, pin
 from duckstream.errors import RebuildRequired
 from duckstream.plan import PinSnapshot, PinWindow
-from duckstream.strategy import SourceEstimate, decide
+from duckstream.strategy import Measured, SourceEstimate, decide
 
 MV, T, U = "lake.db.mv", "lake.db.t", "other.s.u"
 
@@ -145,6 +145,28 @@ def test_the_spark_policy_rebuilds_the_measured_benchmark_and_maintains_big_appe
     assert decide(_tpch_q3(10, rewritten=False), policy).strategy == "incremental"
     assert decide(_tpch_q3(10, rewritten=True), policy).strategy == "full"
     assert SparkPolicy(overhead_rows=0).overhead_rows == 0  # tests keep small views incremental
+
+
+@pytest.mark.parametrize(
+    ("measured", "chosen"),
+    [
+        ((), "full"),  # the model alone: a one-row append to 1,000 rows rebuilds
+        ((Measured("full", 900.0),), "incremental"),  # a rebuild measured: the refresh tried
+        ((Measured("incremental", 300.0, 12_000_000.0), Measured("full", 900.0)), "incremental"),
+        ((Measured("incremental", 3000.0, 12_000_000.0), Measured("full", 900.0)), "full"),
+    ],
+)
+def test_auto_decides_again_on_the_views_measured_refreshes(
+    measured: tuple[Measured, ...], chosen: str
+) -> None:
+    # no Spark: the logs are given, and choose reads nothing else
+    logs = {
+        MV: dataclasses.replace(_mv({T: 1, U: 1}), measured=measured),
+        T: _source(1000, (2, "append", {"added-records": 1, "total-records": 1001})),
+        U: _source(50),
+    }
+    report = choose(None, _plan(), logs=logs)  # type: ignore[arg-type]
+    assert report.strategy == chosen, report.reason
 
 
 def test_the_duckdb_refresh_refuses_a_spark_plan() -> None:

@@ -39,6 +39,8 @@ from sqlglot import exp
 
 from duckstream.engines.iceberg.dialect import DIALECT
 from duckstream.errors import DuckstreamError, RebuildRequired
+from duckstream.history import ICEBERG_PROPERTY, Entry
+from duckstream.strategy import Measured
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,6 +57,11 @@ REBUILD = "duckstream: rebuild required: "
 # ``overwrite`` and ``delete``.
 APPENDS = {"append", "replace"}
 FIRST_SNAPSHOT = "duckstream.first-snapshot"
+# When the refresh that made a view's snapshot started (ms since the epoch): the snapshot's
+# own commit time less this is what the refresh took, its commit included (its history entry
+# is written before the statement that commits it, so cannot time that statement).
+STARTED_PROPERTY = "duckstream.started-ms"
+MEASURED_RUNS = 12  # the view's newest refreshes auto's calibration reads
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,8 @@ class TableLog:
     current: int | None
     snapshots: dict[int, Snapshot]
     schema_id: int | None = None
+    # the view's newest refreshes, newest first (:func:`measurements`; read for views only)
+    measured: tuple[Measured, ...] = ()
 
     def since(self, cursor: int) -> list[Snapshot] | None:
         """The snapshots after ``cursor`` up to the current one, newest first; ``None`` when
@@ -255,11 +264,50 @@ def read_snapshot(spark: SparkSession, java_snapshot: Any) -> Snapshot:
     )
 
 
+def measurements(snapshots: list[dict[str, Any]]) -> tuple[Measured, ...]:
+    """The refreshes of a view, newest first, from its snapshots (as in Iceberg's table
+    metadata JSON, rolled-back ones included: a refresh's time stays a fact about the view):
+    path and cost from the history entry (:data:`ICEBERG_PROPERTY`), time from the commit's
+    ``timestamp-ms`` less :data:`STARTED_PROPERTY`.
+
+    >>> entry = '{"path": "full", "ms": 3.0, "cost": 9.0}'
+    >>> measurements([
+    ...     {"timestamp-ms": 1500, "summary": {"duckstream.refresh": entry,
+    ...                                         "duckstream.started-ms": "1000"}},
+    ...     {"timestamp-ms": 2500, "summary": {"duckstream.refresh": entry}},  # no start
+    ... ])
+    (Measured(path='full', ms=500.0, cost=9.0),)
+    """
+    found = []
+    for snapshot in snapshots:
+        summary = snapshot.get("summary") or {}
+        entry, started = summary.get(ICEBERG_PROPERTY), summary.get(STARTED_PROPERTY)
+        committed = snapshot.get("timestamp-ms")
+        if entry is None or started is None or committed is None:
+            continue
+        recorded = Entry.from_dict(json.loads(entry))
+        ms = float(int(committed) - int(started))
+        found.append((int(committed), Measured(recorded.path, ms, recorded.cost)))
+    found.sort(key=lambda pair: pair[0], reverse=True)
+    return tuple(m for _, m in found[:MEASURED_RUNS])
+
+
+def _measured(spark: SparkSession, table: Any) -> tuple[Measured, ...]:
+    """:func:`measurements` of the Iceberg ``table`` (one call: its metadata as JSON)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    metadata = jvm.org.apache.iceberg.TableMetadataParser.toJson(table.operations().current())
+    return measurements(json.loads(metadata).get("snapshots") or [])
+
+
 def _read_log(spark: SparkSession, name: str, back_to: int | None, *, data: bool) -> TableLog:
     """``name``'s current snapshot and its ancestors back to ``back_to`` (included: its
-    schema), or back to the first non-compaction (``data``), or just the current one."""
+    schema), or back to the first non-compaction and its refreshes' times (``data``: a
+    view), or just the current one."""
     table = java_table(spark, name)
     log = TableLog(None, {}, int(table.schema().schemaId()))
+    if data:
+        log.measured = _measured(spark, table)
     current = table.currentSnapshot()
     if current is None:
         return log
