@@ -144,7 +144,7 @@ def choose(
     on DuckLake; runs nothing else."""
     start = time.perf_counter()
     if logs is None:
-        logs = read_logs(spark, plan.mv_table, plan.tables)
+        logs = read_logs(spark, plan.mv_table, plan.tables, measured=True)
     found = estimate(spark, plan, logs)
     if isinstance(found, str):
         report = RefreshReport("full", "auto", found)

@@ -600,7 +600,7 @@ def refresh(
     logs = None
     if strategy != "full":
         # One read of the view's and the sources' metadata: auto's estimate and the pin
-        logs = read_logs(spark, plan.mv_table, plan.tables)
+        logs = read_logs(spark, plan.mv_table, plan.tables, measured=strategy == "auto")
         phases.append(Phase("pin", time.perf_counter() - start, 0))
     if strategy == "auto":
         report = choose(spark, plan, policy, logs=logs)

@@ -287,6 +287,8 @@ def measurements(snapshots: list[dict[str, Any]]) -> tuple[Measured, ...]:
             continue
         recorded = Entry.from_dict(json.loads(entry))
         ms = float(int(committed) - int(started))
+        if ms < 0:  # clocks of two hosts apart: no measurement
+            continue
         found.append((int(committed), Measured(recorded.path, ms, recorded.cost)))
     found.sort(key=lambda pair: pair[0], reverse=True)
     return tuple(m for _, m in found[:MEASURED_RUNS])
@@ -300,13 +302,15 @@ def _measured(spark: SparkSession, table: Any) -> tuple[Measured, ...]:
     return measurements(json.loads(metadata).get("snapshots") or [])
 
 
-def _read_log(spark: SparkSession, name: str, back_to: int | None, *, data: bool) -> TableLog:
+def _read_log(
+    spark: SparkSession, name: str, back_to: int | None, *, data: bool, measured: bool = False
+) -> TableLog:
     """``name``'s current snapshot and its ancestors back to ``back_to`` (included: its
-    schema), or back to the first non-compaction and its refreshes' times (``data``: a
-    view), or just the current one."""
+    schema), or back to the first non-compaction (``data``: a view), or just the current
+    one; with ``measured``, its refreshes' times too."""
     table = java_table(spark, name)
     log = TableLog(None, {}, int(table.schema().schemaId()))
-    if data:
+    if measured:
         log.measured = _measured(spark, table)
     current = table.currentSnapshot()
     if current is None:
@@ -326,11 +330,14 @@ def _read_log(spark: SparkSession, name: str, back_to: int | None, *, data: bool
     return log
 
 
-def read_logs(spark: SparkSession, view: str, sources: list[str]) -> dict[str, TableLog]:
+def read_logs(
+    spark: SparkSession, view: str, sources: list[str], *, measured: bool = False
+) -> dict[str, TableLog]:
     """What a refresh of ``view`` over ``sources`` (full names) needs of their metadata: the
     view's latest data snapshot (its cursors) and each source's snapshots since its cursor
-    (:class:`TableLog`); no Spark job."""
-    logs = {view: _read_log(spark, view, None, data=True)}
+    (:class:`TableLog`); with ``measured``, the view's refreshes' times (for ``auto``: its
+    metadata as JSON, 10-60 ms); no Spark job."""
+    logs = {view: _read_log(spark, view, None, data=True, measured=measured)}
     latest = logs[view].latest_data_snapshot()
     summary = latest.summary if latest else {}
     for source in sources:
