@@ -10,7 +10,9 @@ DuckDB copy of the data); its rows are applied to the Iceberg tables as Spark co
 values into 0.1% of the lineitems. Then, per query and repetition:
 
 * **auto**: ``duckstream.spark.refresh(strategy="auto")``, the estimate from Iceberg metadata
-  included: what users get; which path it took and why are in the report;
+  included: what users get; which path it took and why are in the report. Auto calibrates
+  on the view's measured refreshes, so two untimed auto refreshes of the window (rolled
+  back) come first, as a user's first refreshes: the timed ones show its settled choice;
 * **incremental**: ``refresh(strategy="incremental")`` (the change read from Iceberg's
   changelog, one ``MERGE`` into the view carrying its cursors);
 * after each refresh the view's table is rolled back to its snapshot before it, so every
@@ -254,6 +256,7 @@ def measure(
         row = Row(sf, workload, q, source_commit=source_commit)
         spark.sql(f"USE lake.{namespace}")
         spark.sql(to_spark(tpch_view(q))).collect()  # warm: file listings, JIT
+        _settle_auto(spark, plan)
         for _ in range(reps):
             _repetition(spark, namespace, plan, row, log)
         row.floor = _floor(spark, namespace, plan, windows)
@@ -270,6 +273,20 @@ def measure(
         )
         rows.append(row)
     return rows
+
+
+def _settle_auto(spark: SparkSession, plan: IVMPlan, runs: int = 2) -> None:
+    """Untimed ``auto`` refreshes of the window, each rolled back, as a user's first
+    refreshes: auto calibrates on the view's measured refreshes (its first a rebuild when
+    the model says so, its next one trying the refresh), so the timed ones show its
+    settled choice."""
+    from duckstream.spark import refresh
+
+    name = plan.mv_table.split(".", 1)[1]
+    start = _snapshot(spark, plan.mv_table)
+    for _ in range(runs):
+        refresh(spark, plan, strategy="auto", rebuild=True)
+        spark.sql(f"CALL lake.system.rollback_to_snapshot('{name}', {start})")
 
 
 def _repetition(
@@ -306,14 +323,20 @@ def _repetition(
 def _floor(
     spark: SparkSession, namespace: str, plan: IVMPlan, windows: dict[str, tuple[int, int]]
 ) -> float:
-    """Reading the window's changelog rows of the sources ``plan`` reads."""
+    """Reading the window's rows of the sources ``plan`` reads, as a refresh reads them."""
     touched = [t for t in windows if t in {s.table for s in plan.sources}]
+    appends = {t for t in touched if _appends_only(spark, f"lake.{namespace}.{t}", *windows[t])}
 
     def read() -> None:
         for table in touched:
+            before, after = windows[table]
+            if table in appends:  # as the refresh reads it: the incremental append scan
+                spark.read.format("iceberg").option("start-snapshot-id", str(before)).option(
+                    "end-snapshot-id", str(after)
+                ).load(f"lake.{namespace}.{table}").count()
+                continue
             if _has_delete_files(spark, f"lake.{namespace}.{table}", *windows[table]):
                 raise _NoChangelog
-            before, after = windows[table]
             spark.sql(
                 f"CALL lake.system.create_changelog_view(table => '{namespace}.{table}',"
                 f" options => map('start-snapshot-id', '{before}', 'end-snapshot-id',"
@@ -329,6 +352,15 @@ def _floor(
 
 class _NoChangelog(Exception):
     pass
+
+
+def _appends_only(spark: SparkSession, table: str, before: int, after: int) -> bool:
+    """Whether ``table``'s snapshots after ``before`` up to ``after`` only append rows."""
+    from duckstream.engines.iceberg import window as iceberg_window
+
+    log = iceberg_window._read_log(spark, table, before, data=False)
+    window = log.since(before) if log.current == after else None
+    return window is not None and all(s.operation in iceberg_window.APPENDS for s in window)
 
 
 def _has_delete_files(spark: SparkSession, table: str, before: int, after: int) -> bool:
@@ -365,13 +397,16 @@ def markdown(results: Results, environment: dict[str, str]) -> str:
         f" {environment['load']}. Medians of repetitions ({environment['reps']}), wall clock, ms.",
         "",
         "- **auto**: `duckstream.spark.refresh(strategy='auto')`, the estimate from Iceberg"
-        " metadata included: what users get; **auto picks** is the path it chose, **estimate**"
-        " the time auto spent reading the metadata and deciding.",
+        " metadata included: what users get, after two untimed auto refreshes of the batch"
+        " (auto calibrates on the view's measured refreshes); **auto picks** is the path it"
+        " chose, **estimate** the time auto spent reading the metadata and deciding.",
         "- **incremental**: `refresh(strategy='incremental')` (changelog reads, one `MERGE`"
         " carrying the cursors). The view is rolled back after each refresh, so each applies"
         " the same batch.",
         "- **recompute**: `CREATE OR REPLACE TABLE ... AS` the query.",
-        "- **floor**: counting the batch's changelog rows of the touched sources.",
+        "- **floor**: counting the batch's rows of the touched sources as a refresh reads"
+        " them: Iceberg's incremental append scan for a window of appends, its changelog"
+        " otherwise.",
         "- **equal**: auto and incremental both equal recomputation (as multisets) in every"
         " repetition.",
         "",

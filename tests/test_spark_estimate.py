@@ -14,11 +14,11 @@ import sqlglot
 
 from duckstream import compile_ivm
 from duckstream.engines.ducklake.runner import refresh as duckdb_refresh
-from duckstream.engines.iceberg.estimate import SparkPolicy, estimate_window
+from duckstream.engines.iceberg.estimate import SparkPolicy, choose, estimate_window
 from duckstream.engines.iceberg.window import Snapshot, TableLog, pin
 from duckstream.errors import RebuildRequired
-from duckstream.plan import PinWindow
-from duckstream.strategy import SourceEstimate, decide
+from duckstream.plan import PinSnapshot, PinWindow
+from duckstream.strategy import Measured, SourceEstimate, decide
 
 MV, T, U = "lake.db.mv", "lake.db.t", "other.s.u"
 
@@ -147,6 +147,28 @@ def test_the_spark_policy_rebuilds_the_measured_benchmark_and_maintains_big_appe
     assert SparkPolicy(overhead_rows=0).overhead_rows == 0  # tests keep small views incremental
 
 
+@pytest.mark.parametrize(
+    ("measured", "chosen"),
+    [
+        ((), "full"),  # the model alone: a one-row append to 1,000 rows rebuilds
+        ((Measured("full", 900.0),), "incremental"),  # a rebuild measured: the refresh tried
+        ((Measured("incremental", 300.0, 12_000_000.0), Measured("full", 900.0)), "incremental"),
+        ((Measured("incremental", 3000.0, 12_000_000.0), Measured("full", 900.0)), "full"),
+    ],
+)
+def test_auto_decides_again_on_the_views_measured_refreshes(
+    measured: tuple[Measured, ...], chosen: str
+) -> None:
+    # no Spark: the logs are given, and choose reads nothing else
+    logs = {
+        MV: dataclasses.replace(_mv({T: 1, U: 1}), measured=measured),
+        T: _source(1000, (2, "append", {"added-records": 1, "total-records": 1001})),
+        U: _source(50),
+    }
+    report = choose(None, _plan(), logs=logs)  # type: ignore[arg-type]
+    assert report.strategy == chosen, report.reason
+
+
 def test_the_duckdb_refresh_refuses_a_spark_plan() -> None:
     with pytest.raises(ValueError, match="duckstream.spark.refresh"):
         duckdb_refresh(duckdb.connect(), _plan())
@@ -178,6 +200,25 @@ def test_the_pin_gives_the_sql_pins_values_and_reads_appends_with_the_append_sca
     t_changes, u_changes = (s.changes_view for s in spec.sources)
     assert pinned.appends == {t_changes: (T, 1, 4)}  # appends and a compaction only
     assert pinned.unchanged == {u_changes: U}
+
+
+def test_a_rebuild_pins_the_snapshots_its_refresh_read() -> None:
+    # auto read every source's metadata for its estimate: the rebuild it chose pins those
+    # snapshots without loading the tables again (no Spark needed: no session is touched)
+    spec = next(s.spec for s in _plan().steps["initialize_cursors"] if isinstance(s, PinSnapshot))
+    logs = {
+        MV: _mv({T: 1, U: 1}),
+        T: _source(1000, (2, "append", {}), (3, "delete", {})),
+        U: _source(50, (7, "append", {})),
+    }
+    values = spec.values(None, logs)  # type: ignore[arg-type]
+    prefix = spec.prefix
+    assert values == {
+        f"{prefix}end_0": "3",
+        f"{prefix}cursor_0": "3",
+        f"{prefix}end_1": "7",
+        f"{prefix}cursor_1": "7",
+    }
 
 
 @pytest.mark.parametrize("operation", ["overwrite", "delete"])

@@ -47,7 +47,7 @@ from duckstream.engines.iceberg.window import (
     rebuild_reason,
 )
 from duckstream.plan import IVMPlan
-from duckstream.strategy import Policy, RefreshReport, SourceEstimate, decide
+from duckstream.strategy import History, Policy, RefreshReport, SourceEstimate, calibrate, decide
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -138,14 +138,21 @@ def choose(
     logs: dict[str, TableLog] | None = None,
 ) -> RefreshReport:
     """Estimate the window from Iceberg metadata (``logs`` when already read) and decide
-    (:class:`SparkPolicy` unless ``policy`` is given); runs nothing else."""
+    (:class:`SparkPolicy` unless ``policy`` is given), then decide again on the view's own
+    measured refreshes (:func:`~duckstream.strategy.calibrate`; their times are the
+    commits' ``timestamp-ms`` less the refresh's start: :func:`.window.measurements`), as
+    on DuckLake; runs nothing else."""
     start = time.perf_counter()
+    if logs is None:
+        logs = read_logs(spark, plan.mv_table, plan.tables, measured=True)
     found = estimate(spark, plan, logs)
     if isinstance(found, str):
         report = RefreshReport("full", "auto", found)
     else:
-        report = decide(found, policy or SparkPolicy())
+        chosen = policy or SparkPolicy()
+        report = decide(found, chosen)
         if any(s.deleted for s in found.values()):
             report.reason += REWRITES
+        report = calibrate(report, History.of(logs[plan.mv_table].measured), chosen)
     report.estimate_seconds = time.perf_counter() - start
     return report

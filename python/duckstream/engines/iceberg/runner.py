@@ -46,12 +46,13 @@ from sqlglot import exp
 from duckstream.engines.iceberg.decimals import Decimal, running_total_scale
 from duckstream.engines.iceberg.dialect import DIALECT, quoted
 from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION, render, value_query
-from duckstream.engines.iceberg.estimate import choose, estimate_window
+from duckstream.engines.iceberg.estimate import SparkPolicy, choose, estimate_window
 from duckstream.engines.iceberg.pinned_commit import into_branch, pinned_commit
 from duckstream.engines.iceberg.recursion import ITERATION, LAST, PREVIOUS
 from duckstream.engines.iceberg.session import sql_with_commit_properties
 from duckstream.engines.iceberg.unsupported import AVG_MAX_SCALE, avg_message
 from duckstream.engines.iceberg.window import (
+    STARTED_PROPERTY,
     SnapshotPin,
     TableLog,
     WindowPin,
@@ -81,7 +82,7 @@ from duckstream.plan import (
     StopUnless,
 )
 from duckstream.sinks.bag import APPENDS_REMOVE
-from duckstream.strategy import Phase, Policy, RefreshReport, check_strategy
+from duckstream.strategy import Phase, Policy, RefreshReport, check_strategy, decide
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -128,6 +129,7 @@ class Run:
     view_bytes: int = 0
     pinned_view: int | None = None  # the view's snapshot its cursors were read from
     entry: Callable[[], Entry] | None = None  # the history entry its commit carries
+    started_ms: int | None = None  # when the refresh started (ms since the epoch)
     # temp views not made yet
     pending: dict[str, CreateTemp | Iterate] = field(default_factory=dict)
     # the rows a recursion kept for its result's view, released after the plan's clean-up
@@ -206,7 +208,7 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
             run.view_bytes = view.snapshots[view.current].count("total-files-size")
         return True
     if isinstance(step, PinSnapshot) and isinstance(step.spec, SnapshotPin):
-        run.values.update(step.spec.values(spark))
+        run.values.update(step.spec.values(spark, run.logs))
         return True
     if isinstance(step, Sql) and step.creates is not None and step.creates.name in run.appends:
         register_appends(spark, step.creates.name, *run.appends[step.creates.name])
@@ -231,6 +233,8 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         properties = {k: run.substitute(v) for k, v in step.properties}
         if run.entry is not None:
             properties[ICEBERG_PROPERTY] = run.entry().to_json()
+        if run.started_ms is not None:  # the commit's own time less this: the refresh's
+            properties[STARTED_PROPERTY] = str(run.started_ms)
         if run.view is None:  # a fill: the whole table replaced, consistent whatever came first
             _commit(spark, run, step, properties, None)
         else:  # a refresh: its delta applies to the view as pinned, or not at all
@@ -418,13 +422,15 @@ def run_steps(
     logs: dict[str, TableLog] | None = None,
     phases: list[Phase] | None = None,
     entry: Callable[[], Entry] | None = None,
+    started_ms: int | None = None,
 ) -> dict[str, str]:
     """Run a plan's steps in order; returns the values its value queries computed.
     :class:`Cleanup` steps run last, also after a failure. ``logs``: the sources' and the
     view's metadata already read for this refresh (:func:`.window.read_logs`; read here when
     None); ``phases``: where each step's time is added (:class:`~duckstream.strategy.Phase`);
     ``entry``: the history entry (:mod:`duckstream.history`) the view's commit carries, made
-    when it commits.
+    when it commits; ``started_ms``: when the refresh started (ms since the epoch), for the
+    view's commit to record (:data:`~.window.STARTED_PROPERTY`).
 
     Spark has no multi-statement transactions: the view's data and its cursors are one
     Iceberg commit (its :class:`CommitWith`), atomic, and nothing before it is written. A
@@ -432,7 +438,9 @@ def run_steps(
     has a statement there now but the clean-up) is a warning: the refresh is applied, as on
     DuckLake."""
     with _recursion_gate.held(any(isinstance(step, Iterate) for step in steps)):
-        return _run_steps(spark, steps, logs=logs, phases=phases, entry=entry)
+        return _run_steps(
+            spark, steps, logs=logs, phases=phases, entry=entry, started_ms=started_ms
+        )
 
 
 def _run_steps(
@@ -442,8 +450,9 @@ def _run_steps(
     logs: dict[str, TableLog] | None,
     phases: list[Phase] | None,
     entry: Callable[[], Entry] | None,
+    started_ms: int | None = None,
 ) -> dict[str, str]:
-    run = Run(logs=logs, entry=entry)
+    run = Run(logs=logs, entry=entry, started_ms=started_ms)
     failed = committed = False
 
     def record(step: Step, started: float) -> None:
@@ -586,32 +595,60 @@ def refresh(
     impossible.
     """
     check_strategy(strategy)
-    start = time.perf_counter()
+    start, started_ms = time.perf_counter(), int(time.time() * 1000)
     phases: list[Phase] = []
     logs = None
     if strategy != "full":
         # One read of the view's and the sources' metadata: auto's estimate and the pin
-        logs = read_logs(spark, plan.mv_table, plan.tables)
+        logs = read_logs(spark, plan.mv_table, plan.tables, measured=strategy == "auto")
         phases.append(Phase("pin", time.perf_counter() - start, 0))
     if strategy == "auto":
         report = choose(spark, plan, policy, logs=logs)
     else:
-        report = RefreshReport(strategy, strategy, "requested")
+        report = requested(plan, strategy, logs, policy)
     changes = changes_in(plan, report, logs)
     entry = history_entry(report, phases, changes, start)
     if report.strategy == "incremental":
         check_not_cached(spark, plan)
         try:
-            run_steps(spark, plan.steps["maintain"], logs=logs, phases=phases, entry=entry)
+            run_steps(
+                spark,
+                plan.steps["maintain"],
+                logs=logs,
+                phases=phases,
+                entry=entry,
+                started_ms=started_ms,
+            )
         except RebuildRequired as error:
             if strategy == "incremental" and not rebuild:
                 raise
             report.strategy = "full"
             report.reason = error.reason
-    if report.strategy == "full":
-        run_steps(spark, plan.steps["initialize_cursors"], phases=phases, entry=entry)
+    if report.strategy == "full":  # pinned at the snapshots ``logs`` read, when read
+        run_steps(
+            spark,
+            plan.steps["initialize_cursors"],
+            logs=logs,
+            phases=phases,
+            entry=entry,
+            started_ms=started_ms,
+        )
     report.phases = phases
     report.elapsed = time.perf_counter() - start
+    return report
+
+
+def requested(
+    plan: IVMPlan, strategy: str, logs: dict[str, TableLog] | None, policy: Policy | None
+) -> RefreshReport:
+    """The report of a requested path, with the model's costs of the window when ``logs``
+    were read: its time then calibrates ``auto`` (:func:`~duckstream.strategy.calibrate`
+    scales a refresh's time by its cost), as a refresh ``auto`` chose would."""
+    report = RefreshReport(strategy, strategy, "requested")
+    found = None if logs is None else estimate_window(plan.mv_table, plan.tables, logs)
+    if isinstance(found, dict):
+        costs = decide(found, policy or SparkPolicy())
+        report.incremental_cost, report.full_cost = costs.incremental_cost, costs.full_cost
     return report
 
 

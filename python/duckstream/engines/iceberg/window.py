@@ -39,6 +39,8 @@ from sqlglot import exp
 
 from duckstream.engines.iceberg.dialect import DIALECT
 from duckstream.errors import DuckstreamError, RebuildRequired
+from duckstream.history import ICEBERG_PROPERTY, Entry
+from duckstream.strategy import Measured
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,6 +57,11 @@ REBUILD = "duckstream: rebuild required: "
 # ``overwrite`` and ``delete``.
 APPENDS = {"append", "replace"}
 FIRST_SNAPSHOT = "duckstream.first-snapshot"
+# When the refresh that made a view's snapshot started (ms since the epoch): the snapshot's
+# own commit time less this is what the refresh took, its commit included (its history entry
+# is written before the statement that commits it, so cannot time that statement).
+STARTED_PROPERTY = "duckstream.started-ms"
+MEASURED_RUNS = 12  # the view's newest refreshes auto's calibration reads
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,8 @@ class TableLog:
     current: int | None
     snapshots: dict[int, Snapshot]
     schema_id: int | None = None
+    # the view's newest refreshes, newest first (:func:`measurements`; read for views only)
+    measured: tuple[Measured, ...] = ()
 
     def since(self, cursor: int) -> list[Snapshot] | None:
         """The snapshots after ``cursor`` up to the current one, newest first; ``None`` when
@@ -182,23 +191,35 @@ class SnapshotPin:
     sources: tuple[tuple[str, int], ...]
     clock: bool = False  # the view reads the clock: pin it too
 
-    def values(self, spark: SparkSession) -> dict[str, str]:
+    def values(
+        self, spark: SparkSession, logs: dict[str, TableLog] | None = None
+    ) -> dict[str, str]:
         """The values the plan's SQL pin computes, from metadata; first gives a snapshot to
-        each source that has none (:func:`give_first_snapshots`)."""
-        tables = [table for table, _ in self.sources]
-        give_first_snapshots(spark, tables)
+        each source that has none (:func:`give_first_snapshots`). ``logs``: the sources'
+        metadata this refresh read already (:func:`read_logs`, for ``auto``'s estimate):
+        their current snapshots are pinned as read, without loading each table twice more
+        (30-50 ms a rebuild on ``local[2]``)."""
+        tables = list(dict.fromkeys(table for table, _ in self.sources))
+        known = logs or {}
+        if all(known.get(t) is not None and known[t].current is not None for t in tables):
+            current = {t: known[t].current for t in tables}
+        else:
+            give_first_snapshots(spark, tables)
+            current = {}
+            for table in tables:
+                snapshot = java_table(spark, table).currentSnapshot()
+                current[table] = None if snapshot is None else int(snapshot.snapshotId())
         values: dict[str, str] = {}
         if self.clock:
             now = str(now_micros(spark))
             values[f"{self.prefix}clock"] = values[f"{self.prefix}clock_old"] = now
             values[f"{self.prefix}clock_moved"] = "false"
-        current = {t: java_table(spark, t).currentSnapshot() for t in dict.fromkeys(tables)}
         for table, index in self.sources:
-            snapshot = current[table]
-            if snapshot is None:  # dropped and re-created in between
+            snapshot_id = current[table]
+            if snapshot_id is None:  # dropped and re-created in between
                 raise DuckstreamError(f"duckstream: source {table} has no snapshot")
             values[f"{self.prefix}end_{index}"] = values[f"{self.prefix}cursor_{index}"] = str(
-                snapshot.snapshotId()
+                snapshot_id
             )
         return values
 
@@ -243,11 +264,54 @@ def read_snapshot(spark: SparkSession, java_snapshot: Any) -> Snapshot:
     )
 
 
-def _read_log(spark: SparkSession, name: str, back_to: int | None, *, data: bool) -> TableLog:
+def measurements(snapshots: list[dict[str, Any]]) -> tuple[Measured, ...]:
+    """The refreshes of a view, newest first, from its snapshots (as in Iceberg's table
+    metadata JSON, rolled-back ones included: a refresh's time stays a fact about the view):
+    path and cost from the history entry (:data:`ICEBERG_PROPERTY`), time from the commit's
+    ``timestamp-ms`` less :data:`STARTED_PROPERTY`.
+
+    >>> entry = '{"path": "full", "ms": 3.0, "cost": 9.0}'
+    >>> measurements([
+    ...     {"timestamp-ms": 1500, "summary": {"duckstream.refresh": entry,
+    ...                                         "duckstream.started-ms": "1000"}},
+    ...     {"timestamp-ms": 2500, "summary": {"duckstream.refresh": entry}},  # no start
+    ... ])
+    (Measured(path='full', ms=500.0, cost=9.0),)
+    """
+    found = []
+    for snapshot in snapshots:
+        summary = snapshot.get("summary") or {}
+        entry, started = summary.get(ICEBERG_PROPERTY), summary.get(STARTED_PROPERTY)
+        committed = snapshot.get("timestamp-ms")
+        if entry is None or started is None or committed is None:
+            continue
+        recorded = Entry.from_dict(json.loads(entry))
+        ms = float(int(committed) - int(started))
+        if ms < 0:  # clocks of two hosts apart: no measurement
+            continue
+        found.append((int(committed), Measured(recorded.path, ms, recorded.cost)))
+    found.sort(key=lambda pair: pair[0], reverse=True)
+    return tuple(m for _, m in found[:MEASURED_RUNS])
+
+
+def _measured(spark: SparkSession, table: Any) -> tuple[Measured, ...]:
+    """:func:`measurements` of the Iceberg ``table`` (one call: its metadata as JSON)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    metadata = jvm.org.apache.iceberg.TableMetadataParser.toJson(table.operations().current())
+    return measurements(json.loads(metadata).get("snapshots") or [])
+
+
+def _read_log(
+    spark: SparkSession, name: str, back_to: int | None, *, data: bool, measured: bool = False
+) -> TableLog:
     """``name``'s current snapshot and its ancestors back to ``back_to`` (included: its
-    schema), or back to the first non-compaction (``data``), or just the current one."""
+    schema), or back to the first non-compaction (``data``: a view), or just the current
+    one; with ``measured``, its refreshes' times too."""
     table = java_table(spark, name)
     log = TableLog(None, {}, int(table.schema().schemaId()))
+    if measured:
+        log.measured = _measured(spark, table)
     current = table.currentSnapshot()
     if current is None:
         return log
@@ -266,11 +330,14 @@ def _read_log(spark: SparkSession, name: str, back_to: int | None, *, data: bool
     return log
 
 
-def read_logs(spark: SparkSession, view: str, sources: list[str]) -> dict[str, TableLog]:
+def read_logs(
+    spark: SparkSession, view: str, sources: list[str], *, measured: bool = False
+) -> dict[str, TableLog]:
     """What a refresh of ``view`` over ``sources`` (full names) needs of their metadata: the
     view's latest data snapshot (its cursors) and each source's snapshots since its cursor
-    (:class:`TableLog`); no Spark job."""
-    logs = {view: _read_log(spark, view, None, data=True)}
+    (:class:`TableLog`); with ``measured``, the view's refreshes' times (for ``auto``: its
+    metadata as JSON, 10-60 ms); no Spark job."""
+    logs = {view: _read_log(spark, view, None, data=True, measured=measured)}
     latest = logs[view].latest_data_snapshot()
     summary = latest.summary if latest else {}
     for source in sources:
