@@ -14,8 +14,9 @@ from collections import Counter
 import pytest
 
 from duckstream.compiler import compile_ivm
+from duckstream.engines.iceberg.pinned_commit import pinned_commit
 from duckstream.engines.iceberg.runner import run_steps
-from duckstream.engines.iceberg.window import read_logs
+from duckstream.engines.iceberg.window import java_table, read_logs
 from duckstream.errors import RefreshConflict
 from duckstream.spark import refresh, schema_of
 from duckstream.testing import spark_concurrent
@@ -53,6 +54,24 @@ def test_a_refresh_that_lost_the_race_applies_nothing(spark) -> None:
     for view, plan in plans.items():  # the next refresh catches up
         refresh(spark, plan, strategy="incremental")
         harness.check(plan, view, "caught up")
+
+
+def test_the_commit_is_read_whatever_instance_spark_reads_the_view_through(spark) -> None:
+    """Spark reads a table through the instance its Iceberg catalog caches, dropped 30 s
+    after its last use: a refresh's statement planned later than that after the refresh
+    loaded the view (a recursion iterated first, under load) loads and caches a new one. The
+    move of ``main``, committed through the instance loaded first, must still be what the
+    next read in the session sees (it showed the old rows). The expiry staged: the catalog's
+    instance dropped between the branch's creation and the statement."""
+    harness = SparkHarness(spark)
+    harness.create(FACTS)
+    view = harness.fqn("t")
+    pinned = int(java_table(spark, view).currentSnapshot().snapshotId())
+    with pinned_commit(spark, view, pinned) as branch:
+        spark.catalog.refreshTable(view)  # as if expired: the INSERT loads a new instance
+        spark.sql(f"INSERT INTO {view}.branch_{branch} VALUES (9, 99)")
+    assert sorted(harness.rows(f"SELECT k, v FROM {view}")) == sorted([*FACTS.rows, (9, 99)])
+    assert harness.rows(f"SELECT name FROM {view}.refs") == [("main",)]
 
 
 # A peer process's Spark: small and cheap (the tests' session runs beside it on 2 cores).

@@ -34,6 +34,16 @@ consistent with its own cursors. By hand, the same is::
 This is as safe as the catalog's own commit: a Hadoop catalog on a local file system checks
 and renames in two steps across processes (use a catalog with atomic commits, such as REST,
 JDBC, Hive or Glue, for writers on several machines).
+
+Both metadata commits (the move, or the branch dropped) go through the table instance the
+refresh loaded before its statement, which need not be the one Spark reads the view through:
+Spark's Iceberg catalog caches one instance per table (``cache-enabled``, the default) and
+drops it 30 s after its last use, and a reader only sees commits made through that instance
+or made before it was loaded. A statement planned more than 30 s after the load (a recursion
+iterated before the MERGE, under load) loads and caches a new instance, which never sees the
+move: a read right after the refresh returned the view's old rows. So the refresh ends with
+``REFRESH TABLE`` of the view (:func:`_reload`), which drops the catalog's instance (the next
+read loads the table's current metadata) and re-caches a ``CACHE TABLE`` of it.
 """
 
 from __future__ import annotations
@@ -95,6 +105,22 @@ def pinned_commit(spark: SparkSession, view: str, pinned: int | None) -> Generat
     finally:
         if not moved:  # the move drops it
             _drop(table, view, branch)
+        _reload(spark, view)
+
+
+def _reload(spark: SparkSession, view: str) -> None:
+    """Make this session read ``view`` as committed now: drop the instance its catalog holds
+    (see the module's docstring). A failure here undoes nothing: a warning."""
+    try:
+        spark.sql(f"REFRESH TABLE {exp.to_table(view).sql(DIALECT)}")
+    except Exception as error:  # noqa: BLE001 - the refresh is applied (or failed) already
+        warnings.warn(
+            f"duckstream: could not refresh {view} in Spark's catalog ({error});"
+            f" reads of it in this session may show its metadata before this refresh for up"
+            f" to 30 s (REFRESH TABLE {view})",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _drop(table: Any, view: str, branch: str) -> None:
@@ -138,11 +164,4 @@ def fast_forward(spark: SparkSession, table: Any, view: str, branch: str, pinned
             raise  # CommitStateUnknownException among them: not known to be rolled back
         raise RefreshConflict(view, error, "Iceberg") from error
     table.refresh()
-    # Spark's catalog may hold another instance of the table than ``table``: Iceberg's
-    # catalog cache drops an entry 30 s after its last use, and a statement that ran longer
-    # (the MERGE into the branch) loads a new one, which never sees this commit. Refreshed,
-    # reads in this session see the new ``main``. (Seen under load: a recursive view read right
-    # after a refresh whose MERGE took 60 s showed its old rows until the table was refreshed;
-    # not reproduced by shortening the cache's expiry, so this is a precaution, not a proof.)
-    spark.sql(f"REFRESH TABLE {exp.to_table(view).sql(DIALECT)}")
     return True
