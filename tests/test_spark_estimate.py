@@ -7,6 +7,7 @@ rebuild reasons, and the choices of the Spark-calibrated policy.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import duckdb
 import pytest
@@ -258,3 +259,88 @@ def test_a_window_with_position_deletes_counts_them_and_scans_the_table() -> Non
     found = estimate_window(MV, [T, U], {MV: _mv({T: 1, U: 1}), T: t, U: _source(5)})
     assert not isinstance(found, str)
     assert (found[T].inserted, found[T].deleted, found[T].scanned) == (4, 20, 1000)
+
+
+class _Statements:
+    """A SparkSession stand-in that only writes down the statements it is given."""
+
+    def __init__(self) -> None:
+        self.executed: list[str] = []
+
+    def sql(self, query: str) -> None:
+        self.executed.append(query)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "measured", "chosen", "says"),
+    [
+        ("auto", (), "full", "fixed"),  # the model alone: a one-row append rebuilds
+        (
+            "auto",
+            (Measured("incremental", 300.0, 12_000_000.0), Measured("full", 900.0)),
+            "incremental",
+            "measured: a refresh ~",
+        ),
+        (
+            "auto",
+            (Measured("incremental", 3000.0, 12_000_000.0), Measured("full", 900.0)),
+            "full",
+            "measured: a refresh ~",
+        ),
+        ("incremental", (Measured("full", 900.0),), "incremental", "requested"),
+    ],
+)
+def test_a_dbt_model_on_spark_decides_on_its_measured_refreshes_and_records_its_start(
+    monkeypatch: pytest.MonkeyPatch,
+    strategy: str,
+    measured: tuple[Measured, ...],
+    chosen: str,
+    says: str,
+) -> None:
+    # The dbt adapter's refresh as the runner's: auto reads the view's measured refreshes
+    # (read_logs(measured=True)) and decides on them, and the commit of whichever path ran
+    # records the refresh's start and the model's cost (what the next auto measures). No
+    # Spark: the logs are given and the steps are only recorded.
+    ivm = pytest.importorskip("dbt.adapters.duckstream_spark.ivm")
+    from dbt_duckstream.model import ModelRequest, State
+
+    plan, runs = _plan(), measured
+
+    def read(spark: object, view: str, sources: list[str], *, measured: bool = False):
+        assert (view, sources) == (MV, [T, U])
+        return {  # as window.read_logs: the view's measured refreshes only when asked
+            MV: dataclasses.replace(_mv({T: 1, U: 1}), measured=runs if measured else ()),
+            T: _source(1000, (2, "append", {"added-records": 1, "total-records": 1001})),
+            U: _source(50),
+        }
+
+    ran: list[tuple[object, dict]] = []
+
+    def run_steps(spark: object, steps: object, **kwargs: object) -> dict[str, str]:
+        ran.append((steps, kwargs))
+        return {"x.changed_0": "true", "x.changed_1": "false"}
+
+    monkeypatch.setattr(ivm, "read_logs", read)
+    monkeypatch.setattr(ivm, "run_steps", run_steps)
+    monkeypatch.setattr(ivm, "check_not_cached", lambda spark, plan: None)
+    # a rebuild through the runner's fill would record neither the start nor the cost
+    monkeypatch.setattr(ivm, "fill", lambda spark, plan, why: run_steps(spark, "fill"))
+    backend = ivm.IcebergBackend.__new__(ivm.IcebergBackend)
+    backend.spark = backend.recording = _Statements()
+    backend.executed, backend.catalog = [], "lake"
+    request = ModelRequest("mv", "", "db", "mv", "select 1", strategy=strategy)
+    state = State("incremental", "hash", "select 1", "select 1", ["k", "n"], "0")
+    before = int(time.time() * 1000)
+    done = backend.refresh(request, plan, state)
+
+    assert done.strategy == chosen
+    [(steps, kwargs)] = ran
+    assert steps is plan.steps["maintain" if chosen == "incremental" else "initialize_cursors"]
+    assert kwargs["logs"] is not None
+    started = kwargs["started_ms"]
+    assert isinstance(started, int) and before <= started <= int(time.time() * 1000)
+    entry = kwargs["entry"]()  # type: ignore[operator]
+    assert entry.path == chosen and says in entry.reason, entry.reason
+    assert entry.cost  # the model's cost of the path that ran: the next auto scales by it
+    if strategy == "auto":
+        assert says in done.reason, done.reason
