@@ -30,12 +30,18 @@ Example: ``SELECT id, v FROM s ORDER BY v DESC LIMIT 2`` holds ``(1, 30), (2, 20
 the delta is ``+(4, 25) −(2, 20)``; ``(3, 10)`` is never read. Delete ``(1, 30)`` instead:
 ``C = {(2, 20)}``, one row before ``t_2``: the refill numbers ``s`` at the new snapshot.
 
-What it still costs: the input's delta itself. Over an aggregate (the usual top-k) that is
-the touched groups recomputed at both snapshots (:func:`~duckstream.tree.aggregate.
-regroup_delta`), built as the window operator builds its terms, without key filters pushed
-into the sources' states (with them TPC-H Q18 with its LIMIT refreshed in 13.8 s of CPU
-against 1.6 s, SF 1 append: DuckDB 1.5.5 estimates the touched groups at billions of rows and
-builds its hash tables on the tables instead).
+Over an aggregate whose groups are all output columns (the usual top-k: TPC-H Q3, Q10, Q18)
+a row names its group, and ``ΔR`` is the touched groups' old rows out and their new rows in;
+an old row matters only where ``T`` holds it, so
+
+    C = {t ∈ T : t's group untouched}  ⊎  γ(R_new ⋉ touched)
+
+reads the touched groups at the new snapshot only (the aggregate's own delta,
+:func:`~duckstream.tree.aggregate.regroup_delta`, recomputes them at both). Any other input
+gives its delta. Either is built as the window operator builds its terms, without key
+filters pushed into the sources' states (with them TPC-H Q18 with its LIMIT refreshed in
+13.8 s of CPU against 1.6 s, SF 1 append: DuckDB 1.5.5 estimates the touched groups at
+billions of rows and builds its hash tables on the tables instead).
 
 The plan holds the refill beside the derived answer, each behind a test of the decision
 (``EXISTS (SELECT 1 FROM _ivm_decided_<n> WHERE [NOT] _ivm_decided)``), also inside every
@@ -53,6 +59,7 @@ from sqlglot import exp
 
 from duckstream.engines.base import MULT, Source, Version
 from duckstream.expressions import conjuncts, ident, parenthesized
+from duckstream.tree.aggregate import Aggregate, null_safe_match
 from duckstream.tree.base import (
     Block,
     Context,
@@ -64,6 +71,9 @@ from duckstream.tree.base import (
     states_unfiltered,
     union_all,
 )
+from duckstream.tree.derived import Derived
+from duckstream.tree.join import Join
+from duckstream.tree.project import Project
 
 TOP = "_ivm_top"  # the numbered rows (normalize.rewrite_top_k)
 RANK = "_ivm_rank"  # their numbers (normalize.number_rows)
@@ -268,17 +278,47 @@ class TopK(Relation):
                 .where(exp.and_(guard, _in_ranks(col(RANK, TOP), 0, self.last)), copy=False)
             )
         # C: T and the input's changes, netted by content, the rows left with a count
-        with states_unfiltered():
-            terms = self.input.delta_terms(ctx)
-        changes = [
-            t.select(
-                *(exp.alias_(col(c, INPUT), ident(c)) for c in cols),
-                exp.alias_(t.multiplicity(), "_ivm_n"),
-            )
-            for t in terms
-        ]
         one = exp.cast(exp.Literal.number(1), exp.DataType.build("bigint"))
-        both = union_all([exp.select(*plain(), exp.alias_(one, "_ivm_n")).from_(kept), *changes])
+        kept_once = exp.select(*plain(), exp.alias_(one, "_ivm_n")).from_(kept)
+        grouped = self._grouped_input()
+        extra: list[tuple[str, exp.Query]] = []
+        if grouped is not None:
+            # over groups: the kept rows of the groups the changes leave untouched, and the
+            # touched groups as they are now (their old rows matter only where T holds them)
+            aggregate, outputs, keys = grouped
+            touched = f"_ivm_touched_{n}"
+            extra.append((touched, aggregate.touched(ctx)))
+            with states_unfiltered():
+                now = aggregate.regrouped_at(ctx, touched, Version.NEW)
+            changes = [
+                exp.select(
+                    *(exp.alias_(col(outputs[c], "_ivm_a"), ident(c)) for c in cols),
+                    exp.alias_(col(MULT, "_ivm_a"), "_ivm_n"),
+                ).from_(parenthesized(now, "_ivm_a"))
+            ]
+            match = null_safe_match(
+                [col(f"_ivm_g{i}", "_ivm_t") for i in keys.values()],
+                [col(c, kept) for c in keys],
+            )
+            kept_once = kept_once.where(
+                exp.not_(
+                    exp.Exists(
+                        this=exp.select("1").from_(exp.to_table(touched).as_("_ivm_t")).where(match)
+                    )
+                ),
+                copy=False,
+            )
+        else:
+            with states_unfiltered():
+                terms = self.input.delta_terms(ctx)
+            changes = [
+                t.select(
+                    *(exp.alias_(col(c, INPUT), ident(c)) for c in cols),
+                    exp.alias_(t.multiplicity(), "_ivm_n"),
+                )
+                for t in terms
+            ]
+        both = union_all([kept_once, *changes])
         count = exp.Sum(this=col("_ivm_n"))
         netted = (
             exp.select(
@@ -397,6 +437,7 @@ class TopK(Relation):
             )
         query = union_all([derived, refill, gone])
         for name, body in (
+            *extra,
             (kept, old),
             (candidates, netted),
             (ranked, ranked_rows),
@@ -405,8 +446,52 @@ class TopK(Relation):
             query = query.with_(name, as_=body, copy=False)  # type: ignore[attr-defined]
         return query
 
+    def _grouped_input(self) -> tuple[Aggregate, dict[str, str], dict[str, int]] | None:
+        """When the input is an aggregate's rows renamed (derived tables of plain columns,
+        as the normalizer wraps it), whose groups are all among the input's columns: the
+        aggregate, the aggregate's output column of each input column, and the group's
+        position of each input column that is one; else ``None``."""
+        outputs = {c: c for c in self.columns_read}
+        block = self.input
+        while True:
+            leaf = _single_derived(block)
+            if leaf is None:
+                return None
+            relation = leaf.query
+            if isinstance(relation, Aggregate):
+                groups = relation.group_columns()
+                if groups is None:
+                    return None
+                keys = {c: groups[o] for c, o in outputs.items() if o in groups}
+                if set(keys.values()) != set(groups.values()):
+                    return None
+                return relation, outputs, keys
+            inner = _single_derived(relation.input) if isinstance(relation, Project) else None
+            if not isinstance(relation, Project) or inner is None:
+                return None
+            renamed = {}
+            for item, name in zip(relation.items, relation.names, strict=True):
+                column = item.unalias()
+                if isinstance(column, exp.Column) and column.table == inner.name:
+                    renamed[name] = column.name
+            if not all(o in renamed for o in outputs.values()):
+                return None
+            outputs = {c: renamed[o] for c, o in outputs.items()}
+            block = relation.input
+
     def _order_expr(self, alias: str | None) -> exp.Order:
         return exp.Order(expressions=self._order(alias))
+
+
+def _single_derived(block: Block) -> Derived | None:
+    """The derived table ``block`` reads, when it is a FROM of that one table and nothing
+    else (no join, no filter, the alias without a column list)."""
+    if not (isinstance(block, Join) and len(block.leaves) == 1 and not block.joins):
+        return None
+    leaf = block.leaves[0]
+    if type(leaf) is not Derived or leaf.alias_node.columns:
+        return None  # a shared CTE's reads go through its tables
+    return leaf
 
 
 def _on(node: exp.Expr, alias: str | None) -> exp.Expr:
