@@ -83,6 +83,8 @@ VIEWS = {
         "SELECT s.customer, count(o.id) AS orders FROM (VALUES (1), (2), (3)) AS s(customer)"
         " LEFT JOIN orders AS o ON o.customer = s.customer GROUP BY s.customer"
     ),
+    # the rows kept merged with the changes; the input renumbered only when they cannot decide
+    "top_k": "SELECT id, amount FROM orders ORDER BY amount DESC, id LIMIT 2",
     # mixed case, a reserved word, non-ASCII letters: quoted as each engine needs
     "quoted_names": (
         'SELECT "Group", count(*) AS "N", sum("Maß") AS "Summe" FROM "Größe" GROUP BY "Group"'

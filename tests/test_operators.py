@@ -24,6 +24,7 @@ from duckstream.testing.differential import TableSpec, as_multiset, sql_literal
 from duckstream.tree.base import Context
 from duckstream.tree.build import build_relation
 from duckstream.tree.columns import table_key
+from duckstream.tree.top_k import TopK
 from strategies import (  # tests/ is on sys.path (its conftest)
     SHAPES,
     constant_views,
@@ -31,6 +32,7 @@ from strategies import (  # tests/ is on sys.path (its conftest)
     rows,
     set_operation_views,
     tables,
+    top_k_views,
     views,
 )
 
@@ -101,9 +103,12 @@ def cases(
     set_operations: bool = False,
     constants: bool = False,
     lateral: bool = False,
+    top_k: bool = False,
 ):
     tables_ = draw(tables(table_count))
-    if lateral:
+    if top_k:
+        view_sql = draw(top_k_views(tables_))
+    elif lateral:
         view_sql = draw(lateral_views(tables_))
     elif constants:
         view_sql = draw(constant_views(tables_))
@@ -121,7 +126,9 @@ def cases(
     return tables_, view_sql, changes_
 
 
-def check(case) -> None:
+def check(case, kept_in_a_table: bool = False) -> None:
+    """``kept_in_a_table``: a top-k at the view's top reads the rows it kept from a table
+    holding its old state, as from the view's table (:meth:`TopK.keep_from`)."""
     tables_, view_sql, changes_ = case
     relation, ctx = relation_of(view_sql)
     con = duckdb.connect()
@@ -131,6 +138,10 @@ def check(case) -> None:
             _load(con, f"new_{table.name}", table, kept + inserted)
             feed = [(*r, -1) for r in deleted + transient] + [(*r, 1) for r in inserted + transient]
             _load(con, f"delta_{table.name}", table, feed, mult=True)
+        if kept_in_a_table and isinstance(relation, TopK):
+            state = relation.state(ctx, Version.OLD).sql("duckdb")
+            con.execute(f"CREATE TABLE old_view AS {state}")
+            relation.keep_from(exp.to_table("old_view"))
         old = as_multiset(con.execute(relation.state(ctx, Version.OLD).sql("duckdb")).fetchall())
         new = as_multiset(con.execute(relation.state(ctx, Version.NEW).sql("duckdb")).fetchall())
         delta: Counter = Counter()
@@ -191,3 +202,12 @@ def test_lateral_operators(case):
     subqueries, projected, grouped and joined: ``ΔJ ⋈lat f(ΔJ)``, and a subquery re-evaluated
     at both snapshots for the rows whose correlation keys changed."""
     check(case)
+
+
+@given(cases(2, top_k=True), st.booleans())
+def test_top_k_operator(case, kept_in_a_table):
+    """ORDER BY ... LIMIT k [OFFSET m] (and DISTINCT ON, a window) at the top, in a derived
+    table joined or aggregated, a union's branch or over a union: the rows kept merged with
+    the input's delta when they decide the new top-k, the input renumbered when a kept row
+    leaves; the kept rows numbered at the old state, or read from a table of them."""
+    check(case, kept_in_a_table)

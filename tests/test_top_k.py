@@ -171,11 +171,14 @@ def test_top_k(lake, name):
     SCENARIOS[name].run(DuckLakeHarness(lake, check_names=True))
 
 
-def test_top_k_recomputes_its_input():
-    """A top-k numbers one partition: the plan says it recomputes its input; DISTINCT ON
-    numbers within its groups and does not."""
+def test_what_recomputes_its_input():
+    """A top-k keeps its rows (``tree.top_k``: its input recomputed only to refill them); an
+    OFFSET without LIMIT numbers one partition, and the plan says it recomputes its input;
+    DISTINCT ON numbers within its groups and does not."""
     top = compile_ivm(SCENARIOS["top_3_with_ties"].view).features
-    assert {"window_function", "window_recomputes_whole_input"} <= top
+    assert "top_k" in top and "window_recomputes_whole_input" not in top
+    offset = compile_ivm(SCENARIOS["offset_only"].view).features
+    assert {"window_function", "window_recomputes_whole_input"} <= offset
     first = compile_ivm(SCENARIOS["distinct_on_latest_per_group"].view).features
     assert "window_recomputes_whole_input" not in first
 

@@ -39,7 +39,7 @@ from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
 from duckstream.tree.base import Context, key_semijoins
-from duckstream.tree.build import SelectParts, split_select
+from duckstream.tree.build import SelectParts, build_top_k, split_select
 from duckstream.tree.columns import table_key, used_columns
 from duckstream.tree.constant import reads_no_table
 from duckstream.tree.derived import Derived
@@ -280,10 +280,26 @@ def build_tree(
     ctx = Context(engine=engine, max_recursion_depth=max_recursion_depth)
     if engine.shares_ctes:
         ctx.shared_ctes = shared_ctes(select)
-    parts = split_select(select, ctx, resolve)
+    # a top-k at the view's top: its operator reads the rows it kept from the view's table
+    top_k = build_top_k(select, ctx, resolve)
+    parts = split_select(select, ctx, resolve) if top_k is None else None
     engine.bind(target, list(found.values()))
     if any(s.fqn == target.fqn for s in found.values()):
         raise UnsupportedSQLError("self_reference", f"the view reads its own table {target.fqn}")
+    sink: Sink
+    if top_k is not None:
+        ctx.features.add("project")
+        top_k.keep_from(target.table())
+        sink = BagSink(ctx, top_k)
+    else:
+        assert parts is not None
+        sink = _sink(ctx, parts, target)
+    return Tree(select, recomputed, found, references, ctx, target, sink)
+
+
+def _sink(ctx: Context, parts: SelectParts, target: Target) -> Sink:
+    """The sink of a view split into ``parts``: grouped at an aggregate or DISTINCT top,
+    else a bag of its rows."""
     sink: Sink
     if parts.aggregated or parts.distinct:
         if parts.aggregated and parts.distinct:
@@ -307,7 +323,7 @@ def build_tree(
 
         sink = BagSink(ctx, Project(parts.block, parts.items, parts.names))
         _read_recursion_from_view(parts, target)
-    return Tree(select, recomputed, found, references, ctx, target, sink)
+    return sink
 
 
 def _read_recursion_from_view(parts: SelectParts, target: Target) -> None:

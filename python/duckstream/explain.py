@@ -46,6 +46,7 @@ from duckstream.tree.recursive import RecursiveCTE, SelfReference
 from duckstream.tree.scan import Scan
 from duckstream.tree.shared_cte import SharedCte
 from duckstream.tree.temporal_filter import TemporalFilter
+from duckstream.tree.top_k import TopK
 from duckstream.tree.union import UnionAll
 from duckstream.tree.window import Window, partition_keys
 
@@ -309,6 +310,15 @@ class _Walk:
                 f"window {by}: the partitions the changes touch"
                 if keys
                 else "window without PARTITION BY: its whole input, when a change reaches it"
+            )
+            self.node(node.input, depth + 1)
+        elif isinstance(node, TopK):
+            limit = f"LIMIT {node.count}" + (f" OFFSET {node.skip}" if node.skip else "")
+            self.add(depth, "top-k", limit, node.rule)
+            kept = "from the view's table" if node.kept_rows is not None else "at the cursor"
+            self.recomputed.append(
+                f"top-k ({limit}): the rows it keeps read {kept}; its whole input at the new"
+                " snapshot only when a kept row leaves (or falls behind) the rows kept"
             )
             self.node(node.input, depth + 1)
         elif isinstance(node, UnionAll):

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.spark
 DEFAULT = [
     "limit_and_offset_nulls_first",
     "top_3_with_ties",
+    "top_groups_by_an_aggregate",  # tree.top_k's path over an aggregate's touched groups
 ]
 
 

@@ -241,28 +241,46 @@ def regroup_delta(
     """
     ctx.counter += 1
     affected = f"_ivm_affected_{ctx.counter}"
-    guard = changed_flag(ctx, [block])
-    names = group_key_names(len(groups))
     parts = []
     for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
-        for term in block.state_terms(ctx, version):
-            never_null = frozenset(wanted or ())
-            for restricted in restrict_to(term, exp.to_table(affected), groups, names, never_null):
-                closed = close(
-                    Term(
-                        from_=restricted.from_,
-                        joins=restricted.joins,
-                        where=restricted.where,
-                        guards=(guard,),
-                    )
-                )
-                mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
-                parts.append(
-                    exp.select("*", exp.alias_(mult, MULT)).from_(parenthesized(closed, "_ivm_g"))
-                )
+        parts += regrouped(ctx, block, groups, close, affected, version, sign, wanted)
     query = union_all(parts)
     keys = affected_groups(ctx, block, groups, wanted)
     return query.with_(affected, as_=keys, copy=False)  # type: ignore[attr-defined]
+
+
+def regrouped(
+    ctx: Context,
+    block: Block,
+    groups: list[exp.Expr],
+    close: Callable[[Term], exp.Select],
+    affected: str,
+    version: Version,
+    sign: int,
+    wanted: dict[int, exp.Query] | None = None,
+) -> list[exp.Select]:
+    """The groups of ``block`` whose keys are rows of the table ``affected`` (columns
+    ``_ivm_g<i>``), recomputed at ``version``, each row with ``_ivm_mult`` ``sign``: one
+    snapshot's half of :func:`regroup_delta`."""
+    guard = changed_flag(ctx, [block])
+    names = group_key_names(len(groups))
+    parts = []
+    for term in block.state_terms(ctx, version):
+        never_null = frozenset(wanted or ())
+        for restricted in restrict_to(term, exp.to_table(affected), groups, names, never_null):
+            closed = close(
+                Term(
+                    from_=restricted.from_,
+                    joins=restricted.joins,
+                    where=restricted.where,
+                    guards=(guard,),
+                )
+            )
+            mult = exp.cast(exp.Literal.number(sign), exp.DataType.build("bigint"))
+            parts.append(
+                exp.select("*", exp.alias_(mult, MULT)).from_(parenthesized(closed, "_ivm_g"))
+            )
+    return parts
 
 
 def wanted_groups(
@@ -322,6 +340,30 @@ class Aggregate(Relation):
 
     def delta_keys(self, ctx: Context) -> exp.Query | None:
         return changed_group_keys(ctx, self.input, self.groups, self.items, self.names)
+
+    def group_columns(self) -> dict[str, int] | None:
+        """Each output column that is a group expression as written, by the group's position,
+        when every group that is not a constant is one (a row's values then name its group);
+        else ``None``."""
+        found: dict[str, int] = {}
+        for item, name in zip(self.items, self.names, strict=True):
+            expression = item.unalias() if isinstance(item, exp.Alias) else item
+            for i, group in enumerate(self.groups):
+                if group == expression and not is_constant(group) and i not in found.values():
+                    found[name] = i
+                    break
+        varying = {i for i, g in enumerate(self.groups) if not is_constant(g)}
+        return found if varying and set(found.values()) == varying else None
+
+    def touched(self, ctx: Context) -> exp.Query:
+        """The keys of the groups the input's delta touches (``_ivm_g<i>``)."""
+        return affected_groups(ctx, self.input, self.groups)
+
+    def regrouped_at(self, ctx: Context, touched: str, version: Version) -> exp.Query:
+        """The rows of the groups whose keys are rows of the table ``touched``, at
+        ``version`` (``_ivm_mult`` 1 each)."""
+        parts = regrouped(ctx, self.input, self.groups, self._close, touched, version, 1)
+        return union_all(parts)
 
     def delta_within(self, ctx: Context, wanted: dict[str, exp.Query]) -> exp.Query | None:
         found = wanted_groups(self.groups, self.items, self.names, wanted)

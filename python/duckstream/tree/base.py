@@ -67,6 +67,31 @@ def states_unfiltered() -> AbstractContextManager[None]:
     return _setting(_FILTER_STATES, False)
 
 
+# Conditions every state term gets as a guard (:func:`gated_states`), innermost last.
+_STATE_GATES: ContextVar[tuple[exp.Expr, ...]] = ContextVar("state_gates", default=())
+
+
+@contextmanager
+def gated_states(condition: exp.Expr) -> Generator[None]:
+    """Add ``condition`` to the guards of every state term built while the block runs (its
+    SELECTs over the sources' states, nested relations' too). For a relation read only when
+    a test made at run time holds (a top-k's refill, :mod:`duckstream.tree.top_k`): the
+    caller tests it above the relation too (a grouped or ungrouped aggregate over no rows is
+    not no rows); in every SELECT beside the scans, it lets the engine skip them. DuckDB
+    1.5.5 does, for ``EXISTS (<one-row table> WHERE <test>)``; above an aggregate it scans
+    the aggregate's input whole first."""
+    token = _STATE_GATES.set((*_STATE_GATES.get(), condition))
+    try:
+        yield
+    finally:
+        _STATE_GATES.reset(token)
+
+
+def state_gates() -> tuple[exp.Expr, ...]:
+    """The conditions :func:`gated_states` set, copied: the guards a state term gets."""
+    return tuple(g.copy() for g in _STATE_GATES.get())
+
+
 def col(name: str, table: str | None = None) -> exp.Column:
     """A reference to the column ``name`` (of ``table``), quoted only when it has to be."""
     return exp.Column(this=ident(name), table=exp.to_identifier(table) if table else None)

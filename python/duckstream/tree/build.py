@@ -35,6 +35,7 @@ from duckstream.tree.recursive import RecursiveCTE, SelfReference
 from duckstream.tree.scan import Scan
 from duckstream.tree.shared_cte import SharedCte
 from duckstream.tree.temporal_filter import TemporalFilter
+from duckstream.tree.top_k import TopK, top_k_form
 from duckstream.tree.union import UnionAll
 from duckstream.tree.window import Window, partition_keys
 
@@ -190,6 +191,9 @@ def build_relation(select: exp.Query, ctx: Context, resolve: ResolveTable) -> Re
     if isinstance(select, exp.SetOperation):
         return build_set_operation(select, ctx, resolve)
     assert isinstance(select, exp.Select), select
+    top_k = build_top_k(select, ctx, resolve)
+    if top_k is not None:
+        return top_k
     parts = split_select(select, ctx, resolve)
     if has_window(select):  # normalize.isolate_windows left it alone over a derived table
         ctx.features.add("window_function")
@@ -212,6 +216,26 @@ def build_relation(select: exp.Query, ctx: Context, resolve: ResolveTable) -> Re
         return Distinct(parts.block, parts.items, parts.names)
     ctx.features.add("project")
     return Project(parts.block, parts.items, parts.names)
+
+
+def build_top_k(select: exp.Select, ctx: Context, resolve: ResolveTable) -> TopK | None:
+    """The top-k operator of a SELECT that ``normalize.rewrite_top_k`` wrote (ORDER BY ...
+    LIMIT), or ``None`` (then a window numbers the rows, :mod:`duckstream.tree.window`)."""
+    form = top_k_form(select)
+    if form is None:
+        return None
+    ctx.features.add("top_k")
+    parts = split_select(form.numbered, ctx, resolve)
+    read = form.numbered.args["from_"].this.this
+    return TopK(
+        parts.block,
+        parts.items[:-1],  # the numbering's own item last
+        [o.copy() for o in form.order],
+        list(read.named_selects),
+        form.names,
+        form.skip,
+        form.count,
+    )
 
 
 def build_recursive(

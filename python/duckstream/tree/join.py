@@ -60,6 +60,7 @@ from duckstream.tree.base import (
     key_in,
     push_key_filter,
     row_columns,
+    state_gates,
     union_all,
     uses_key_semijoins,
 )
@@ -187,7 +188,8 @@ class Join(Block):
         return _Part(tuple(relations), tuple(self.kinds[: count - 1]), (None,) * (count - 1))
 
     def state_terms(self, ctx: Context, version: Version) -> list[Term]:
-        return [self._term(self._state(ctx, version, len(self.leaves)))]
+        part = self._state(ctx, version, len(self.leaves))
+        return [self._term(replace(part, guards=state_gates()))]
 
     def _changed(self, ctx: Context, leaves: list[Leaf]) -> exp.Expr:
         return changed_flag(ctx, leaves)
