@@ -41,9 +41,12 @@ from duckstream.strategy import History, Measured
 AUTHOR = "duckstream"
 
 
+MESSAGE_PREFIX = "cursors of "
+
+
 def message(view: str) -> str:
     """The commit message that marks a commit holding ``view``'s cursors."""
-    return f"cursors of {view}"
+    return f"{MESSAGE_PREFIX}{view}"
 
 
 def record(

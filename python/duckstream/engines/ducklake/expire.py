@@ -44,9 +44,8 @@ import datetime
 
 from duckstream.connection import Connection
 from duckstream.connection import literal as _lit
-from duckstream.engines.ducklake.cursors import AUTHOR, metadata_database, parse
-
-_PREFIX = "cursors of "
+from duckstream.engines.ducklake.cursors import AUTHOR, MESSAGE_PREFIX, metadata_database, parse
+from duckstream.engines.ducklake.status import existing_tables
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,18 +87,12 @@ def needed_snapshots(con: Connection, catalog: str) -> dict[str, int]:
             "SELECT commit_message, max(snapshot_id),"
             " arg_max(commit_extra_info, snapshot_id)"
             f" FROM {meta}.ducklake_snapshot_changes WHERE author = {_lit(AUTHOR)}"
-            f" AND starts_with(commit_message, {_lit(_PREFIX)}) GROUP BY commit_message"
+            f" AND starts_with(commit_message, {_lit(MESSAGE_PREFIX)}) GROUP BY commit_message"
             " ORDER BY commit_message"
         ).fetchall()
-        existing = {
-            f"{home}.{schema}.{name}".lower()
-            for schema, name in con.execute(
-                "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
-                [home],
-            ).fetchall()
-        }
+        existing = existing_tables(con, home)
         for message, snapshot, info in rows:
-            view = str(message)[len(_PREFIX) :]
+            view = str(message)[len(MESSAGE_PREFIX) :]
             if view.lower() not in existing:
                 continue  # dropped: nothing reads its cursors
             if home.lower() == catalog.lower():

@@ -19,11 +19,10 @@ import re
 
 from duckstream.connection import Connection
 from duckstream.connection import literal as _lit
-from duckstream.engines.ducklake.cursors import AUTHOR, metadata_database, parse
+from duckstream.engines.ducklake.cursors import AUTHOR, MESSAGE_PREFIX, metadata_database, parse
 from duckstream.history import Entry
 from duckstream.status import Refresh, ViewStatus, status_text
 
-_PREFIX = "cursors of "
 # Changes of a table's rows or shape in ``ducklake_snapshot_changes.changes_made``: what a view
 # reading the table has to catch up with (a rebuild, for a changed shape).
 _TABLE_CHANGE = re.compile(
@@ -37,6 +36,18 @@ def pending_tables(changes_made: str) -> set[int]:
     return {int(m) for m in _TABLE_CHANGE.findall(changes_made or "")}
 
 
+def existing_tables(con: Connection, catalog: str) -> set[str]:
+    """The full names (lower case) of the tables DuckLake ``catalog`` holds now: a view's
+    commits outlive its table (dropped, its cursors matter to nobody)."""
+    return {
+        f"{catalog}.{schema}.{name}".lower()
+        for schema, name in con.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
+            [catalog],
+        ).fetchall()
+    }
+
+
 def views_status(con: Connection, catalog: str, recent: int = 5) -> list[ViewStatus]:
     """The maintained views of DuckLake ``catalog`` that still exist, by name, each with its
     ``recent`` newest refreshes."""
@@ -45,20 +56,15 @@ def views_status(con: Connection, catalog: str, recent: int = 5) -> list[ViewSta
         f"SELECT c.snapshot_id, s.snapshot_time, c.commit_message, c.commit_extra_info"
         f" FROM {meta}.ducklake_snapshot_changes c JOIN {meta}.ducklake_snapshot s"
         f" USING (snapshot_id)"
-        f" WHERE c.author = {_lit(AUTHOR)} AND starts_with(c.commit_message, {_lit(_PREFIX)})"
+        f" WHERE c.author = {_lit(AUTHOR)}"
+        f" AND starts_with(c.commit_message, {_lit(MESSAGE_PREFIX)})"
         f" ORDER BY c.snapshot_id DESC"
     ).fetchall()
-    existing = {
-        f"{catalog}.{schema}.{name}".lower()
-        for schema, name in con.execute(
-            "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?",
-            [catalog],
-        ).fetchall()
-    }
+    existing = existing_tables(con, catalog)
     views: dict[str, ViewStatus] = {}
     table_ids: dict[str, dict[int, int]] = {}  # view -> source table id -> cursor
     for snapshot, at, message, info in rows:
-        view = message[len(_PREFIX) :]
+        view = message[len(MESSAGE_PREFIX) :]
         if view.lower() not in existing:
             continue
         if view not in views:
