@@ -19,7 +19,8 @@ log; ``--engine spark <warehouse> --namespace db``: the same for an Iceberg name
 maintained view needs (older than every view's cursors into it and the commits holding them:
 :mod:`duckstream.engines.ducklake.expire`); ``--older-than 7d`` keeps a week of time travel
 too, ``--dry-run`` only says what, ``--cleanup`` deletes the files only expired snapshots
-used."""
+used; ``--engine spark <warehouse> --namespace db``: the same for an Iceberg namespace's views
+and the tables they read (:mod:`duckstream.engines.iceberg.expire`)."""
 
 from __future__ import annotations
 
@@ -168,16 +169,15 @@ def expire(args: argparse.Namespace) -> int:
     import duckdb
 
     from duckstream.engines.ducklake.expire import expire as expire_snapshots
-    from duckstream.status import age
+    from duckstream.status import older_than
 
     try:
-        older = None if args.older_than is None else age(args.older_than)
+        bound = older_than(args.older_than)
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
-    now = datetime.datetime.now(datetime.UTC)
     if args.engine == "spark":
-        return _spark_expire(args, None if older is None else now - older)
+        return _spark_expire(args, bound)
     con = duckdb.connect()
     try:
         if not _attach(con, args.lake, args.catalog, args.data_path, read_only=False):
@@ -186,14 +186,9 @@ def expire(args: argparse.Namespace) -> int:
             if not _attach(con, other, f"lake{k}", None, read_only=True):
                 return 2
         done = expire_snapshots(
-            con,
-            args.catalog,
-            None if older is None else now - older,
-            dry_run=args.dry_run,
-            cleanup=args.cleanup,
+            con, args.catalog, bound, dry_run=args.dry_run, cleanup=args.cleanup
         )
-        text = done.text()
-        print(text.replace(": expired ", ": would expire ", 1) if args.dry_run else text)
+        print(done.text(args.dry_run))
     finally:
         con.close()
     return 0

@@ -127,3 +127,8 @@ def age(text: str) -> datetime.timedelta:
     if unit not in _UNITS or not number.isdigit():
         raise ValueError(f"duckstream: older than takes 7d, 12h or 30m, not {text!r}")
     return datetime.timedelta(**{_UNITS[unit]: int(number)})
+
+
+def older_than(text: str | None) -> datetime.datetime | None:
+    """The time ``text`` (an :func:`age`) ago; None for None (no bound)."""
+    return None if text is None else datetime.datetime.now(datetime.UTC) - age(str(text))

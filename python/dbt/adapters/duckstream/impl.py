@@ -70,21 +70,16 @@ class DuckstreamAdapter(IVMAdapter, DuckDBAdapter):
         """:func:`duckstream.engines.ducklake.expire.expire` of each catalog the views live
         in or read, on the run's connection (every catalog of the profile attached: their
         views count too)."""
-        import datetime
-
         from duckstream.engines.ducklake.expire import expire
-        from duckstream.status import age
+        from duckstream.status import older_than as bound_of
 
-        older = None
-        if older_than is not None:
-            older = datetime.datetime.now(datetime.UTC) - age(str(older_than))
+        older = bound_of(older_than)
         catalogs = {n.split(".", 1)[0]: None for s in views for n in (s.view, *s.cursors)}
         con = self._ivm_connection()
         lines = []
         for catalog in catalogs:
             done = expire(con, catalog, older, dry_run=dry_run, cleanup=cleanup)
-            text = done.text()
-            lines.append(text.replace(": expired ", ": would expire ", 1) if dry_run else text)
+            lines.append(done.text(dry_run))
         return lines
 
     def get_columns_in_relation(self, relation: Any) -> list[Any]:

@@ -64,14 +64,10 @@ class DuckstreamSparkAdapter(IVMAdapter, SparkAdapter):
         """:func:`duckstream.engines.iceberg.expire.expire` of the namespaces the views live
         in (and the tables they read), in the session's current catalog; Iceberg deletes the
         files only expired snapshots used (``cleanup`` is always on)."""
-        import datetime
-
         from duckstream.engines.iceberg.expire import expire
-        from duckstream.status import age
+        from duckstream.status import older_than as bound_of
 
-        older = None
-        if older_than is not None:
-            older = datetime.datetime.now(datetime.UTC) - age(str(older_than))
+        older = bound_of(older_than)
         spark = self._ivm_session()
         catalog = current_catalog(spark)
         namespaces = sorted({s.view.split(".")[1] for s in views})

@@ -16,7 +16,7 @@ catalog, every snapshot from the oldest of
 
 on, and with ``older_than`` also those committed after it (time travel a user wants to keep).
 The current snapshot always stays. A refresh whose sources did not change commits its cursors
-once they are :data:`~duckstream.engines.ducklake.runner.ADVANCE_IDLE_CURSORS` snapshots
+once they are :data:`~duckstream.engines.ducklake.window.ADVANCE_IDLE_CURSORS` snapshots
 behind, so a view over tables that rarely change does not hold expiry back for long.
 
 Expiring drops the older commits of each view too: ``status`` then lists fewer refreshes, and
@@ -58,13 +58,14 @@ class Expiry:
     kept_from: int
     needed_by: str
 
-    def text(self) -> str:
+    def text(self, dry_run: bool = False) -> str:
         """One line for a person."""
         if not self.expired:
             kept = f"snapshot {self.kept_from} on: {self.needed_by}"
             return f"{self.catalog}: nothing to expire ({kept})"
+        verb = "would expire" if dry_run else "expired"
         return (
-            f"{self.catalog}: expired {len(self.expired)} snapshots ({self.expired[0]} to"
+            f"{self.catalog}: {verb} {len(self.expired)} snapshots ({self.expired[0]} to"
             f" {self.expired[-1]}); kept {self.kept_from} on, needed by {self.needed_by}"
         )
 
