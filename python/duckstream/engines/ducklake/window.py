@@ -165,14 +165,6 @@ class Window:
     # the view's recent measurements, when the pin read them (:func:`read`'s ``history``)
     history: History | None = None
 
-    def lag(self) -> int:
-        """How many snapshots its oldest cursor is behind its catalog's end (0: no source).
-
-        >>> Window("w", {}, sources={"l.m.t": (1, 10, 250), "l.m.u": (2, 240, 250)}).lag()
-        240
-        """
-        return max((end - cursor for _, cursor, end in self.sources.values()), default=0)
-
     def appends_only(self, source: str) -> bool:
         """Whether the window shows ``source`` (a full name) without deletions: its change
         feed holds insertions alone (or nothing)."""
