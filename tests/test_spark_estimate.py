@@ -320,9 +320,11 @@ def test_a_dbt_model_on_spark_decides_on_its_measured_refreshes_and_records_its_
         ran.append((steps, kwargs))
         return {"x.changed_0": "true", "x.changed_1": "false"}
 
-    monkeypatch.setattr(ivm, "read_logs", read)
-    monkeypatch.setattr(ivm, "run_steps", run_steps)
-    monkeypatch.setattr(ivm, "check_not_cached", lambda spark, plan: None)
+    from duckstream.engines.iceberg import runner
+
+    monkeypatch.setattr(runner, "read_logs", read)
+    monkeypatch.setattr(runner, "run_steps", run_steps)
+    monkeypatch.setattr(runner, "check_not_cached", lambda spark, plan: None)
     # a rebuild through the runner's fill would record neither the start nor the cost
     monkeypatch.setattr(ivm, "fill", lambda spark, plan, why: run_steps(spark, "fill"))
     backend = ivm.IcebergBackend.__new__(ivm.IcebergBackend)

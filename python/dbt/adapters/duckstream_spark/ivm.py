@@ -4,15 +4,16 @@ The decision (build, rebuild or maintain, and why), the state record and the log
 the engine-independent core's (:mod:`dbt_duckstream`); this module does what only Spark does,
 with duckstream's Spark runner (:mod:`duckstream.engines.iceberg.runner`):
 
-* **refresh**: ``auto`` (the default) estimates the window from Iceberg metadata and decides
-  again on the view's own measured refreshes
-  (:func:`duckstream.engines.iceberg.estimate.choose`, as
-  :func:`duckstream.engines.iceberg.runner.refresh`), and rebuilds in place when that is
-  cheaper or maintaining is impossible; every path's commit records when the refresh started
-  (its time, for the next ``auto`` to decide on); ``full`` rebuilds in place when a source
-  changed; otherwise ``maintain`` runs, and if it raises :class:`RebuildRequired` (a
-  source's schema changed, ...) the table is rebuilt in place (``initialize_cursors``: data
-  and cursors in one commit) and the log line says why;
+* **refresh**: the runner's own flow (:func:`~duckstream.engines.iceberg.runner.begin`
+  then :func:`~duckstream.engines.iceberg.runner.finish`, what
+  :func:`duckstream.engines.iceberg.runner.refresh` runs): ``auto`` (the default) estimates
+  the window from Iceberg metadata and decides again on the view's own measured refreshes,
+  and rebuilds in place when that is cheaper or maintaining is impossible; every path's
+  commit records when the refresh started (its time, for the next ``auto`` to decide on).
+  dbt's conventions on top: ``full`` rebuilds in place only when a source changed; a window
+  ``maintain`` cannot read (:class:`RebuildRequired`: a source's schema changed, ...) is
+  rebuilt in place (``initialize_cursors``: data and cursors in one commit) and the log
+  line says why; a rebuild records the model's state;
 * **build**: ``setup`` (create or replace the table, fill it at pinned snapshots, record the
   cursors), or refill in place when the table's columns are unchanged.
 
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,23 +42,11 @@ from dbt_duckstream.materialize import Refreshed
 from dbt_duckstream.model import ModelRequest, State, plan_hash
 from duckstream.clock import at_clock
 from duckstream.compiler import compile_ivm
-from duckstream.engines.iceberg.estimate import choose
-from duckstream.engines.iceberg.runner import (
-    RebuildRequired,
-    changed_sources,
-    changes_in,
-    check_not_cached,
-    fill,
-    history_entry,
-    requested,
-    run_steps,
-    setup,
-)
+from duckstream.engines.iceberg.runner import begin, changed_sources, fill, finish, setup
 from duckstream.engines.iceberg.schema import schema_of
-from duckstream.engines.iceberg.window import CLOCK_PROPERTY, TableLog, read_logs
+from duckstream.engines.iceberg.window import CLOCK_PROPERTY, read_logs
 from duckstream.normalize.pin_clock import pin_clock
 from duckstream.plan import IVMPlan, Naming
-from duckstream.strategy import Phase, RefreshReport
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -162,78 +150,30 @@ class IcebergBackend:
         _write_state(self.recording, self.table(request), state)
 
     def refresh(self, request: ModelRequest, plan: object, state: State) -> Refreshed:
-        """As :func:`duckstream.engines.iceberg.runner.refresh`: ``auto`` decides on the
-        view's own measured refreshes too, and the view's commit records when the refresh
-        started (its time, for the next ``auto``), whichever path ran."""
+        """The runner's refresh (:func:`duckstream.engines.iceberg.runner.begin` then
+        ``finish``: ``auto`` decides on the view's own measured refreshes too, and the
+        view's commit records when the refresh started, whichever path ran), with dbt's
+        conventions: ``full`` rebuilds only when a source changed, a window ``maintain``
+        cannot read rebuilds in place, and a rebuild records the model's state."""
         assert isinstance(plan, IVMPlan)
-        reason = ""
-        started, started_ms = time.perf_counter(), int(time.time() * 1000)
-        # One read of the tables' metadata: the estimate's and the pin's (no Spark job);
-        # auto's, the view's measured refreshes too
-        auto = request.strategy == "auto"
-        logs = read_logs(self.spark, plan.mv_table, plan.tables, measured=auto)
-        if request.strategy in ("auto", "full"):
-            report = choose(self.recording, plan, logs=logs)
-            unchanged = report.strategy == "incremental" and not any(
-                s.changed for s in report.sources.values()
-            )
-            if request.strategy == "full" and not unchanged:
-                report.requested = "full"
+        pinned = begin(self.recording, plan, request.strategy, estimate_full=True)
+        report, chosen = pinned.report, pinned.report.strategy
+        auto = "auto: " if request.strategy == "auto" else ""
+        values = finish(self.recording, pinned, rebuild=True)
+        if report.strategy == "full":
+            if chosen == "incremental":  # maintain could not read the window
+                why = report.reason
+            elif request.strategy == "full":
                 why = "ivm_strategy full"
-                return self._rebuild(request, plan, state, why, report, logs, started, started_ms)
-            if report.strategy == "full":
-                why = f"auto: {report.reason}"
-                return self._rebuild(request, plan, state, why, report, logs, started, started_ms)
-            reason = f"auto: {report.reason}" if auto else ""
-        else:  # requested: the model's costs recorded too, for auto to scale its time
-            report = requested(plan, request.strategy, logs, None)
-        check_not_cached(self.spark, plan)
-        phases: list[Phase] = []
-        entry = history_entry(report, phases, changes_in(plan, report, logs), started)
-        try:
-            values = run_steps(
-                self.recording,
-                plan.steps["maintain"],
-                logs=logs,
-                phases=phases,
-                entry=entry,
-                started_ms=started_ms,
-            )
-        except RebuildRequired as error:
-            why = error.reason
-            return self._rebuild(request, plan, state, why, report, logs, started, started_ms)
+            else:
+                why = auto + report.reason
+            _write_state(self.recording, self.table(request), state)
+            return Refreshed("full", why)
         changed, sources = changed_sources(values)
         if not changed:
             return Refreshed("none", sources=sources)
+        reason = auto + report.reason if auto else ""
         return Refreshed("incremental", reason, sources=sources, sources_changed=changed)
-
-    def _rebuild(
-        self,
-        request: ModelRequest,
-        plan: IVMPlan,
-        state: State,
-        why: str,
-        report: RefreshReport,
-        logs: dict[str, TableLog],
-        started: float,
-        started_ms: int,
-    ) -> Refreshed:
-        """Refill the table in place with its cursors (one commit: pinned at the snapshots
-        ``logs`` read, recording ``report``'s cost and the refresh's start, as the runner's
-        rebuild does), and record the state."""
-        report = dataclasses.replace(report, strategy="full", reason=why)
-        phases: list[Phase] = []
-        entry = history_entry(report, phases, changes_in(plan, report, logs), started)
-        run_steps(
-            self.recording,
-            plan.steps["initialize_cursors"],
-            logs=logs,
-            phases=phases,
-            entry=entry,
-            started_ms=started_ms,
-        )
-        _write_state(self.recording, self.table(request), state)
-        return Refreshed("full", why)
 
     def recompute(self, request: ModelRequest, state_of: Callable[[list[str]], State]) -> None:
         table = self.table(request)

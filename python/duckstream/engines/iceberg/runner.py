@@ -576,6 +576,106 @@ def changes_in(
     return None if isinstance(found, str) else {n: s.changed for n, s in found.items()}
 
 
+@dataclass
+class Pinned:
+    """A refresh decided, its window pinned by the metadata read once, nothing run yet
+    (:func:`begin`); :func:`finish` runs it. The same protocol as DuckLake's
+    (:class:`duckstream.engines.ducklake.runner.Pinned`), less the open transaction Spark
+    does not have.
+
+    ``report`` is the path and why (a caller may still change it: dbt's ``full`` keeps an
+    unchanged window incremental), ``logs`` the metadata read once for the estimate and the
+    pin (``None``: a rebuild of whatever is current), ``phases`` the profile so far."""
+
+    plan: IVMPlan
+    report: RefreshReport
+    logs: dict[str, TableLog] | None
+    phases: list[Phase]
+    started: float  # perf_counter at the start: the history entry's time
+    started_ms: int  # wall clock at the start: recorded in the view's commit, for auto
+
+    def unchanged(self) -> bool:
+        """Whether the estimate found no source changed (a refresh would commit nothing)."""
+        return self.report.strategy == "incremental" and not any(
+            s.changed for s in self.report.sources.values()
+        )
+
+
+def begin(
+    spark: SparkSession,
+    plan: IVMPlan,
+    strategy: str = "auto",
+    policy: Policy | None = None,
+    *,
+    estimate_full: bool = False,
+) -> Pinned:
+    """Decide a refresh: read the view's and the sources' metadata once (no Spark job) and
+    choose the path: ``auto`` estimates the window (:func:`.estimate.choose`, with ``policy``),
+    ``incremental`` and ``full`` take theirs (with the model's costs of the window, for auto
+    to scale its time by). ``full`` reads no metadata (a rebuild of what is current) unless
+    ``estimate_full``: then the window is estimated too and pins the rebuild, and
+    :meth:`Pinned.unchanged` says whether anything changed."""
+    check_strategy(strategy)
+    started, started_ms = time.perf_counter(), int(time.time() * 1000)
+    phases: list[Phase] = []
+    logs = None
+    if strategy != "full" or estimate_full:
+        # One read of the view's and the sources' metadata: auto's estimate and the pin
+        logs = read_logs(spark, plan.mv_table, plan.tables, measured=strategy == "auto")
+        phases.append(Phase("pin", time.perf_counter() - started, 0))
+    if strategy == "auto" or (strategy == "full" and estimate_full):
+        report = choose(spark, plan, policy, logs=logs)
+        if strategy == "full":
+            report.requested = "full"
+            if report.strategy == "incremental" and not any(
+                s.changed for s in report.sources.values()
+            ):
+                report.reason = "nothing changed"
+            else:
+                report.strategy, report.reason = "full", "requested"
+    else:
+        report = requested(plan, strategy, logs, policy)
+    return Pinned(plan, report, logs, phases, started, started_ms)
+
+
+def finish(spark: SparkSession, pinned: Pinned, *, rebuild: bool = True) -> dict[str, str]:
+    """Run the path ``pinned`` chose, in one commit of the view's table (none if nothing
+    changed), and return the run's values (the window's flags, :func:`changed_sources`).
+    ``maintain`` raising :class:`RebuildRequired` rebuilds instead (the report says why)
+    when ``rebuild``, else the error propagates. The report gets the phases and the time."""
+    plan, report, logs, phases = pinned.plan, pinned.report, pinned.logs, pinned.phases
+    entry = history_entry(report, phases, changes_in(plan, report, logs), pinned.started)
+    values: dict[str, str] = {}
+    if report.strategy == "incremental":
+        check_not_cached(spark, plan)
+        try:
+            values = run_steps(
+                spark,
+                plan.steps["maintain"],
+                logs=logs,
+                phases=phases,
+                entry=entry,
+                started_ms=pinned.started_ms,
+            )
+        except RebuildRequired as error:
+            if not rebuild:
+                raise
+            report.strategy = "full"
+            report.reason = error.reason
+    if report.strategy == "full":  # pinned at the snapshots ``logs`` read, when read
+        values = run_steps(
+            spark,
+            plan.steps["initialize_cursors"],
+            logs=logs,
+            phases=phases,
+            entry=entry,
+            started_ms=pinned.started_ms,
+        )
+    report.phases = phases
+    report.elapsed = time.perf_counter() - pinned.started
+    return values
+
+
 def refresh(
     spark: SparkSession,
     plan: IVMPlan,
@@ -592,50 +692,11 @@ def refresh(
     it re-initializes the view. ``full`` re-initializes it. ``auto`` (the default) estimates
     the window from Iceberg metadata (:func:`duckstream.engines.iceberg.estimate.choose`, with
     ``policy``) and runs the cheaper of the two, rebuilding whenever maintaining is
-    impossible.
+    impossible. :func:`begin` then :func:`finish`, as the dbt adapter runs them.
     """
-    check_strategy(strategy)
-    start, started_ms = time.perf_counter(), int(time.time() * 1000)
-    phases: list[Phase] = []
-    logs = None
-    if strategy != "full":
-        # One read of the view's and the sources' metadata: auto's estimate and the pin
-        logs = read_logs(spark, plan.mv_table, plan.tables, measured=strategy == "auto")
-        phases.append(Phase("pin", time.perf_counter() - start, 0))
-    if strategy == "auto":
-        report = choose(spark, plan, policy, logs=logs)
-    else:
-        report = requested(plan, strategy, logs, policy)
-    changes = changes_in(plan, report, logs)
-    entry = history_entry(report, phases, changes, start)
-    if report.strategy == "incremental":
-        check_not_cached(spark, plan)
-        try:
-            run_steps(
-                spark,
-                plan.steps["maintain"],
-                logs=logs,
-                phases=phases,
-                entry=entry,
-                started_ms=started_ms,
-            )
-        except RebuildRequired as error:
-            if strategy == "incremental" and not rebuild:
-                raise
-            report.strategy = "full"
-            report.reason = error.reason
-    if report.strategy == "full":  # pinned at the snapshots ``logs`` read, when read
-        run_steps(
-            spark,
-            plan.steps["initialize_cursors"],
-            logs=logs,
-            phases=phases,
-            entry=entry,
-            started_ms=started_ms,
-        )
-    report.phases = phases
-    report.elapsed = time.perf_counter() - start
-    return report
+    pinned = begin(spark, plan, strategy, policy)
+    finish(spark, pinned, rebuild=rebuild or strategy != "incremental")
+    return pinned.report
 
 
 def requested(
