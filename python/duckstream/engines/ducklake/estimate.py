@@ -3,7 +3,9 @@
 ``estimate(con, plan)`` returns one :class:`~duckstream.strategy.SourceEstimate` per source --
 live rows, rows inserted and deleted since its cursor, rows of the data files holding the
 deletions -- or the reason incremental maintenance is impossible (no cursors, a cursor
-snapshot expired, a source dropped, recreated or altered).
+snapshot expired, a source dropped, recreated or altered); ``choose(con, plan, policy)`` decides
+on it (``strategy='auto'``), then again on the view's own measured refreshes, as
+:func:`duckstream.engines.iceberg.estimate.choose` does on Iceberg.
 
 The window itself (cursors, end snapshots, which kinds of change each source saw, and the
 checks that make a rebuild necessary) is the refresh's own: :mod:`.window`
@@ -17,6 +19,7 @@ queries: inlined rows (small inserts kept inside the catalog) and "partial" dele
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from duckstream.connection import Connection
@@ -24,9 +27,10 @@ from duckstream.connection import literal as _lit
 from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.names import quote
+from duckstream.engines.ducklake.profile import _phase
 from duckstream.errors import RebuildRequired
 from duckstream.plan import IVMPlan
-from duckstream.strategy import SourceEstimate
+from duckstream.strategy import Policy, RefreshReport, SourceEstimate, calibrate, decide
 
 
 def _rows(con: Connection, sql: str, params: list[Any] | None = None) -> list[tuple]:
@@ -245,3 +249,34 @@ def _inlined(
     except Exception:  # the table exists once a deletion from a data file was inlined
         from_files, files_hit = 0, 0
     return inserted, deleted + int(from_files), scanned + int(files_hit), live
+
+
+def choose(
+    con: Connection,
+    plan: IVMPlan,
+    policy: Policy,
+    window: ducklake_window.Window | None = None,
+) -> RefreshReport:
+    """Estimate the window's changes from the catalog and decide; runs nothing else.
+    ``window``: the refresh's pinned window, read here when not given."""
+    start = time.perf_counter()
+    with _phase(con, "estimate") as counted:
+        found = estimate(counted, plan, window)
+        if isinstance(found, str):
+            report = RefreshReport("full", "auto", found)
+        else:
+            report = decide(found, policy, plan.maintain_reads, plan.rebuild_reads)
+            measured = None if window is None else window.history
+            if measured is None:  # not read with the window's cursors
+                view = ducklake_window.spec_of(plan.steps["maintain"]).view
+                measured = ducklake_cursors.history(counted, view.split(".", 1)[0], view)
+            report = calibrate(report, measured, policy)
+    if window is not None and window.values.get("clock_moved"):
+        moved = (
+            f"the clock moved from {window.values['clock_old']} to {window.values['clock']}:"
+            " the rows that crossed the view's temporal filters are changes"
+        )
+        # a view whose only source is the clock: its move is the whole reason
+        report.reason = f"{report.reason}; {moved}" if window.sources else moved
+    report.estimate_seconds = time.perf_counter() - start
+    return report

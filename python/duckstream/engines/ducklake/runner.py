@@ -58,9 +58,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from duckstream.connection import Connection
-from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import window as ducklake_window
-from duckstream.engines.ducklake.estimate import estimate
+from duckstream.engines.ducklake.estimate import choose
 from duckstream.engines.ducklake.profile import (
     Tally,
     _log,
@@ -104,9 +103,7 @@ from duckstream.strategy import (
     Phase,
     Policy,
     RefreshReport,
-    calibrate,
     check_strategy,
-    decide,
     decide_netted,
     sources_to_net,
 )
@@ -430,40 +427,6 @@ def abandon(con: Connection) -> None:
     """Roll back the transaction :func:`begin` opened (nothing to do, or a failure)."""
     with contextlib.suppress(Exception):
         con.execute("ROLLBACK")
-
-
-# -- the estimate ------------------------------------------------------------------------
-
-
-def choose(
-    con: Connection,
-    plan: IVMPlan,
-    policy: Policy,
-    window: ducklake_window.Window | None = None,
-) -> RefreshReport:
-    """Estimate the window's changes from the catalog and decide; runs nothing else.
-    ``window``: the refresh's pinned window, read here when not given."""
-    start = time.perf_counter()
-    with _phase(con, "estimate") as counted:
-        found = estimate(counted, plan, window)
-        if isinstance(found, str):
-            report = RefreshReport("full", "auto", found)
-        else:
-            report = decide(found, policy, plan.maintain_reads, plan.rebuild_reads)
-            measured = None if window is None else window.history
-            if measured is None:  # not read with the window's cursors
-                view = ducklake_window.spec_of(plan.steps["maintain"]).view
-                measured = ducklake_cursors.history(counted, view.split(".", 1)[0], view)
-            report = calibrate(report, measured, policy)
-    if window is not None and window.values.get("clock_moved"):
-        moved = (
-            f"the clock moved from {window.values['clock_old']} to {window.values['clock']}:"
-            " the rows that crossed the view's temporal filters are changes"
-        )
-        # a view whose only source is the clock: its move is the whole reason
-        report.reason = f"{report.reason}; {moved}" if window.sources else moved
-    report.estimate_seconds = time.perf_counter() - start
-    return report
 
 
 __all__ = [
