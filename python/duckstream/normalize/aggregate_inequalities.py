@@ -35,7 +35,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from duckstream.expressions import conjuncts
-from duckstream.normalize.decorrelate_subqueries import (
+from duckstream.normalize.correlation import (
     comparison_of_columns,
     equality,
     outer_columns,

@@ -65,13 +65,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from sqlglot import exp
 
-from duckstream.errors import UnsupportedSQLError
 from duckstream.expressions import RaiseError, in_subquery, map_children
+from duckstream.normalize.correlation import (
+    Body,
+    body_of,
+    only_equalities,
+    subquery_error,
+    unparen,
+)
 from duckstream.normalize.wrap_set_operation import output_names
 
 # The value of an aggregate over no rows: 0 for the counts, NULL for the rest listed here
@@ -100,61 +105,6 @@ def decorrelate_subqueries(expression: exp.Expr) -> exp.Expr:
     for select in reversed(list(expression.find_all(exp.Select, bfs=False))):
         _Rewriter(select, names).run()
     return expression
-
-
-def _fail(node: exp.Expr, why: str) -> UnsupportedSQLError:
-    text = node.sql()
-    return UnsupportedSQLError("subquery", f"{why}: `{text if len(text) <= 80 else text[:77]}...`")
-
-
-@dataclass
-class _Body:
-    """A subquery's query, without the equalities that correlate it."""
-
-    query: exp.Query
-    pairs: list[tuple[exp.Expr, exp.Expr]]  # (inner, outer) of each correlating equality
-    # Correlated other than by equalities: the outer columns (of one outer table), and the
-    # correlating conjuncts with those columns read from the placeholder table ``_ivm_dom``
-    domain: list[exp.Column] = field(default_factory=list)
-    domain_on: exp.Expr | None = None
-
-    @property
-    def correlated(self) -> bool:
-        return bool(self.pairs or self.domain)
-
-    @property
-    def plain(self) -> bool:
-        """A SELECT without aggregates, GROUP BY or HAVING: its FROM and WHERE can be reused."""
-        query = self.query
-        return (
-            isinstance(query, exp.Select)
-            and not query.args.get("group")
-            and not query.args.get("having")
-            and not any(i.find(exp.AggFunc) for i in query.expressions)
-        )
-
-    def values(self, node: exp.Expr) -> list[exp.Expr]:
-        """The subquery's output columns, as expressions over its FROM when it is plain."""
-        if self.plain:
-            assert isinstance(self.query, exp.Select)
-            return [i.unalias().copy() for i in self.query.expressions]
-        if self.correlated:
-            raise _fail(node, "a correlated subquery with GROUP BY, HAVING or an aggregate")
-        return [exp.column(n.copy(), "_ivm_b") for n in output_names(self.query)]
-
-    def select(self, items: list[exp.Expr], node: exp.Expr) -> exp.Select:
-        """``SELECT items FROM`` the subquery: its own FROM and WHERE when it is plain, else
-        the subquery as a derived table ``_ivm_b``."""
-        if self.plain:
-            assert isinstance(self.query, exp.Select)
-            select = self.query.copy()
-            select.set("distinct", None)
-            select.set("expressions", items)
-            return select
-        if self.correlated:
-            raise _fail(node, "a correlated subquery with GROUP BY, HAVING or an aggregate")
-        inner = exp.Subquery(this=self.query.copy(), alias=exp.TableAlias(this=_id("_ivm_b")))
-        return exp.select(*items).from_(inner)
 
 
 class _Rewriter:
@@ -191,7 +141,7 @@ class _Rewriter:
         if isinstance(node, exp.Exists):
             return self._exists(node, positive)
         if positive and isinstance(node, exp.Not):
-            negated = _unparen(node.this)
+            negated = unparen(node.this)
             if _is_in_query(negated):
                 return self._not_in(negated)
         if _is_in_query(node):
@@ -199,7 +149,7 @@ class _Rewriter:
         if _is_quantified(node):
             return self._quantified(node, positive)
         if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
-            return self._scalar(node, _body(node.this, node))
+            return self._scalar(node, body_of(node.this, node))
         if isinstance(node, exp.Select | exp.SetOperation | exp.Any | exp.All):
             return node  # another scope, or ANY / ALL over a list: refused later
         below = positive and isinstance(node, exp.And | exp.Paren)
@@ -214,7 +164,7 @@ class _Rewriter:
         if _is_in_query(node) or isinstance(node, exp.Exists):
             return node  # refused later
         if isinstance(node, exp.Subquery) and node.arg_key not in ("from_", "joins"):
-            body = _body(node.this, node)
+            body = body_of(node.this, node)
             if body.correlated:
                 return node  # refused later
             return exp.Max(this=self._scalar(node, body))
@@ -225,7 +175,7 @@ class _Rewriter:
     # -- the rewrites ------------------------------------------------------------------------
 
     def _exists(self, node: exp.Exists, positive: bool) -> exp.Expr:
-        body = _body(node.this, node)
+        body = body_of(node.this, node)
         if not body.correlated:
             derived = body.select(
                 [_alias(exp.GT(this=_count_star(), expression=exp.Literal.number(0)), "_ivm_m")],
@@ -236,16 +186,18 @@ class _Rewriter:
         return self._semi(body, [], [], positive, node)
 
     def _in(self, node: exp.In) -> exp.Expr:
-        body = _body(node.args["query"].this, node)
+        body = body_of(node.args["query"].this, node)
         outer = _in_operands(node)
         values = body.values(node)
         if len(values) != len(outer):
-            raise _fail(node, f"IN compares {len(outer)} values with {len(values)} columns")
+            raise subquery_error(
+                node, f"IN compares {len(outer)} values with {len(values)} columns"
+            )
         return self._semi(body, values, outer, True, node)
 
     def _semi(
         self,
-        body: _Body,
+        body: Body,
         values: list[exp.Expr],
         outer: list[exp.Expr],
         positive: bool,
@@ -279,7 +231,7 @@ class _Rewriter:
         an empty q is TRUE, ANY FALSE; UNKNOWN when x is NULL or a NULL in q could decide)."""
         quantifier = node.expression
         every = isinstance(quantifier, exp.All)
-        query = exp.Subquery(this=_unparen(quantifier.this).copy())
+        query = exp.Subquery(this=unparen(quantifier.this).copy())
         as_in = exp.In(this=node.this.copy(), query=query)
         if isinstance(node, exp.EQ) and not every:
             return self._in(as_in) if positive else self._in_value(as_in)
@@ -305,7 +257,7 @@ class _Rewriter:
         return _three_valued([(decisive, exp.true()), (empty, exp.false())], x, counted, False)
 
     def _counts(
-        self, body: _Body, v: exp.Expr, node: exp.Expr, extra: Sequence[exp.Expr] = ()
+        self, body: Body, v: exp.Expr, node: exp.Expr, extra: Sequence[exp.Expr] = ()
     ) -> tuple[str, exp.Expr]:
         """Join q's row and non-NULL value counts (``_ivm_n``, ``_ivm_nn``; per correlation
         key) and the ``extra`` aggregates: the alias, and the predicate that q is empty."""
@@ -338,7 +290,7 @@ class _Rewriter:
 
     def _semi_alias(
         self,
-        body: _Body,
+        body: Body,
         values: list[exp.Expr],
         outer: list[exp.Expr],
         node: exp.Expr,
@@ -367,7 +319,7 @@ class _Rewriter:
             )
         return self._join(derived, _keys_on(outer, len(inner)), side=side)
 
-    def _domain_values(self, body: _Body, node: exp.Expr) -> exp.Select:
+    def _domain_values(self, body: Body, node: exp.Expr) -> exp.Select:
         """``SELECT DISTINCT t.c1 AS c1, ... FROM <t's source> AS t``: every value the outer
         columns (of the one outer table ``t``) take, whatever the outer query's filters."""
         table = body.domain[0].table
@@ -377,24 +329,26 @@ class _Rewriter:
                 relation = source.this
                 break
         else:
-            raise _fail(
+            raise subquery_error(
                 node,
                 f"a subquery correlated other than by equalities to `{table}`,"
                 " a table of a query further out",
             )
         if not isinstance(relation, exp.Table | exp.Subquery):
-            raise _fail(node, f"a subquery correlated other than by equalities to `{table}`")
+            raise subquery_error(
+                node, f"a subquery correlated other than by equalities to `{table}`"
+            )
         items = [exp.alias_(c.copy(), c.this.copy()) for c in body.domain]
         return exp.select(*items).from_(relation.copy()).distinct()
 
-    def _scalar(self, node: exp.Subquery, body: _Body) -> exp.Expr:
-        _only_equalities(body, node)
+    def _scalar(self, node: exp.Subquery, body: Body) -> exp.Expr:
+        only_equalities(body, node)
         query = body.query
         first = query
         while isinstance(first, exp.SetOperation | exp.Subquery):
             first = first.this
         if not isinstance(first, exp.Select) or len(first.expressions) != 1:
-            raise _fail(node, "a scalar subquery must have one column")
+            raise subquery_error(node, "a scalar subquery must have one column")
         if not _one_aggregate(query):
             return self._scalar_rows(node, body)
         assert isinstance(query, exp.Select)
@@ -425,14 +379,14 @@ class _Rewriter:
         missing = exp.Is(this=exp.column("_ivm_m", alias), expression=exp.Null())
         return exp.Case(ifs=[exp.If(this=missing, true=empty)], default=got)
 
-    def _scalar_rows(self, node: exp.Subquery, body: _Body) -> exp.Expr:
+    def _scalar_rows(self, node: exp.Subquery, body: Body) -> exp.Expr:
         """A scalar subquery that may hold any number of rows: its value is the one row's,
         NULL for none, and more than one fails the statement, as the engine's subquery
         would: ``CASE WHEN count(*) > 1 THEN error(...) ELSE max(v) END``, grouped by the
         correlation keys (a SELECT without GROUP BY or aggregates) and LEFT JOINed."""
         distinct = body.query.args.get("distinct") is not None
         if distinct and body.correlated:
-            raise _fail(node, "a correlated scalar subquery with DISTINCT")
+            raise subquery_error(node, "a correlated scalar subquery with DISTINCT")
         (value,) = body.values(node) if not distinct else output_names(body.query)
         if distinct:  # its rows counted as DISTINCT leaves them: from it as a derived table
             value = exp.column(value.copy(), "_ivm_b")
@@ -487,16 +441,16 @@ def _one_aggregate(query: exp.Query) -> bool:
 
 def _one_column(
     in_: exp.In, why: str, node: exp.Expr | None = None
-) -> tuple[_Body, exp.Expr, exp.Expr]:
+) -> tuple[Body, exp.Expr, exp.Expr]:
     """``x IN (q)``'s subquery, ``x`` and q's one column ``v``; refused (``why``, quoting
     ``node``, by default ``in_``) over several columns, or when q is correlated other than
     by equalities."""
     node = in_ if node is None else node
-    body = _body(in_.args["query"].this, node)
+    body = body_of(in_.args["query"].this, node)
     outer, values = _in_operands(in_), body.values(node)
     if len(outer) != 1 or len(values) != 1:
-        raise _fail(node, why)
-    _only_equalities(body, node)
+        raise subquery_error(node, why)
+    only_equalities(body, node)
     return body, outer[0], values[0]
 
 
@@ -546,12 +500,6 @@ def _aggregates_here(node: exp.Expr) -> bool:
     )
 
 
-def _unparen(node: exp.Expr) -> exp.Expr:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
-
-
 def _is_in_query(node: exp.Expr) -> TypeGuard[exp.In]:
     return isinstance(node, exp.In) and isinstance(node.args.get("query"), exp.Expr)
 
@@ -561,7 +509,7 @@ def _is_quantified(node: exp.Expr) -> TypeGuard[exp.Binary]:
     return (
         isinstance(node, exp.EQ | exp.NEQ | exp.GT | exp.GTE | exp.LT | exp.LTE)
         and isinstance(node.expression, exp.Any | exp.All)
-        and isinstance(_unparen(node.expression.this), exp.Query | exp.Subquery)
+        and isinstance(unparen(node.expression.this), exp.Query | exp.Subquery)
     )
 
 
@@ -572,7 +520,7 @@ def _is_comma(join: exp.Join) -> bool:
 
 
 def _in_operands(node: exp.In) -> list[exp.Expr]:
-    this = _unparen(node.this)
+    this = unparen(node.this)
     return list(this.expressions) if isinstance(this, exp.Tuple) else [this]
 
 
@@ -594,183 +542,6 @@ def _over_no_rows(value: exp.Expr, node: exp.Expr) -> exp.Expr:
             return exp.Literal.number(0)
         if isinstance(agg, NULL_ON_EMPTY):
             return exp.Null()
-        raise _fail(node, f"the value of {agg.sql()} over no rows is not known here")
+        raise subquery_error(node, f"the value of {agg.sql()} over no rows is not known here")
 
     return value.transform(empty)
-
-
-# -- correlation -----------------------------------------------------------------------------
-
-
-def source_names(select: exp.Select) -> set[str]:
-    """The names (aliases) of the tables in ``select``'s FROM and joins."""
-    names = set()
-    from_ = select.args.get("from_")
-    if from_ is not None:
-        names.add(from_.this.alias_or_name)
-    for join in select.args.get("joins") or []:
-        names.add(join.this.alias_or_name)
-    return names
-
-
-def outer_columns(query: exp.Expr) -> list[exp.Column]:
-    """The columns in ``query`` bound by no SELECT between them and ``query`` (inclusive):
-    references to an enclosing query."""
-    found = []
-    for column in query.find_all(exp.Column):
-        if isinstance(column.this, exp.Star):
-            continue
-        if not column.table:
-            raise _fail(
-                column,
-                "a column of a subquery must be qualified with its table (or pass"
-                " schema=) so that duckstream knows which query it belongs to",
-            )
-        node: exp.Expr | None = column
-        bound = False
-        while node is not None and not bound:
-            if isinstance(node, exp.Select) and column.table in source_names(node):
-                bound = True
-            if node is query:
-                break
-            node = node.parent
-        if not bound:
-            found.append(column)
-    return found
-
-
-def _body(query: exp.Expr, node: exp.Expr) -> _Body:
-    """The subquery ``query`` split into its query and its correlating equalities."""
-    query = _unparen(query)
-    while isinstance(query, exp.Subquery) and not query.alias:
-        query = query.this
-    assert isinstance(query, exp.Query), query
-    references = {id(c) for c in outer_columns(query)}
-    if not references:
-        return _Body(query.copy(), [])
-    if not isinstance(query, exp.Select):
-        raise _fail(node, "a correlated set operation in a subquery")
-    where = query.args.get("where")
-    pairs, correlating, rest = [], [], []
-    for conjunct in (
-        where.this.flatten()
-        if where is not None and isinstance(where.this, exp.And)
-        else ([where.this] if where is not None else [])
-    ):
-        refs = [c for c in conjunct.find_all(exp.Column) if id(c) in references]
-        if not refs:
-            rest.append(conjunct)
-            continue
-        correlating.append((conjunct, refs))
-        pair = equality(_unparen(conjunct), references)
-        if pair is not None:
-            pairs.append(pair)
-        references -= {id(c) for c in refs}
-    if references:
-        raise _fail(node, "a subquery may refer to the outer query only in its WHERE's conjuncts")
-    body = query.copy()
-    body.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
-    if len(pairs) == len(correlating):
-        return _Body(body, [(i.copy(), o.copy()) for i, o in pairs])
-    return _domain_body(body, correlating, node)
-
-
-def _domain_body(
-    body: exp.Query, correlating: list[tuple[exp.Expr, list[exp.Column]]], node: exp.Expr
-) -> _Body:
-    """A subquery correlated by comparisons other than ``inner = outer``: the outer columns
-    become a domain table ``_ivm_dom`` and every correlating conjunct reads them from it.
-    Each conjunct must be a comparison of columns, literals and arithmetic: UNKNOWN when an
-    outer column is NULL, so that an outer row whose column is NULL, which the join to the
-    domain by ``=`` leaves without a partner, would have found no match in SQL either."""
-    tables = {c.table for _, refs in correlating for c in refs}
-    if len(tables) != 1:
-        raise _fail(
-            node,
-            "a subquery correlated other than by equalities `inner = outer` may read only one"
-            " outer table",
-        )
-    domain: dict[str, exp.Column] = {}
-    conjuncts = []
-    for conjunct, refs in correlating:
-        if not comparison_of_columns(_unparen(conjunct)):
-            raise _fail(
-                node,
-                "a subquery may be correlated only by comparisons (=, <>, <, <=, >, >=) of"
-                " columns, literals and arithmetic",
-            )
-        ids = {id(c) for c in refs}
-        for column in refs:
-            domain.setdefault(column.name, column)
-        copied = conjunct.copy()
-        # walk the conjunct and its copy side by side: the outer columns by identity
-        for original, column in zip(list(conjunct.walk()), list(copied.walk()), strict=True):
-            if id(original) in ids:
-                assert isinstance(column, exp.Column)
-                column.set("table", _id("_ivm_dom"))
-        conjuncts.append(copied)
-    columns = [c.copy() for c in domain.values()]
-    return _Body(body, [], columns, exp.and_(*conjuncts))
-
-
-# A comparison over these is UNKNOWN when any column in it is NULL.
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
-_NULL_PROPAGATING = (
-    exp.Column,
-    exp.Identifier,
-    exp.Literal,
-    exp.Paren,
-    exp.Neg,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Div,
-    exp.Mod,
-    exp.Cast,
-    exp.DataType,
-)
-
-
-def comparison_of_columns(node: exp.Expr) -> bool:
-    """A comparison (=, <>, <, <=, >, >=) of columns, literals and arithmetic: UNKNOWN when
-    any column in it is NULL."""
-    return isinstance(node, _COMPARISONS) and all(
-        isinstance(n, _NULL_PROPAGATING)
-        for side in (node.this, node.expression)
-        for n in side.walk()
-    )
-
-
-def _only_equalities(body: _Body, node: exp.Expr) -> None:
-    if body.domain:
-        raise _fail(
-            node,
-            "only EXISTS and IN subqueries may be correlated other than by equalities"
-            " `inner = outer`",
-        )
-
-
-def equality(node: exp.Expr, references: set[int]) -> tuple[exp.Expr, exp.Expr] | None:
-    """(inner, outer) if ``node`` is ``inner = outer``, one side reading only the subquery's
-    columns (at least one), the other only the outer query's (at least one)."""
-    if not isinstance(node, exp.EQ):
-        return None
-    if any(n.find(exp.Query, exp.AggFunc) for n in (node.this, node.expression)):
-        return None
-    left, right = side_of(node.this, references), side_of(node.expression, references)
-    if (left, right) == ("inner", "outer"):
-        return node.this, node.expression
-    if (left, right) == ("outer", "inner"):
-        return node.expression, node.this
-    return None
-
-
-def side_of(expr: exp.Expr, references: set[int]) -> str | None:
-    """``"outer"`` if ``expr`` reads only outer columns (``references``: their ids), ``"inner"``
-    if only the subquery's, at least one either way; else None."""
-    outer = [id(c) in references for c in expr.find_all(exp.Column)]
-    if outer and all(outer):
-        return "outer"
-    if outer and not any(outer):
-        return "inner"
-    return None
