@@ -47,6 +47,7 @@ from duckstream.engines.iceberg.decimals import Decimal, running_total_scale
 from duckstream.engines.iceberg.dialect import DIALECT, quoted
 from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION, render, value_query
 from duckstream.engines.iceberg.estimate import SparkPolicy, choose, estimate_window
+from duckstream.engines.iceberg.key_ranges import KeyRanges
 from duckstream.engines.iceberg.pinned_commit import into_branch, pinned_commit
 from duckstream.engines.iceberg.recursion import ITERATION, LAST, PREVIOUS
 from duckstream.engines.iceberg.session import sql_with_commit_properties
@@ -123,6 +124,7 @@ class Run:
     logs: dict[str, TableLog] | None = None
     appends: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     positional: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    changelog: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     unchanged: dict[str, str] = field(default_factory=dict)  # changes view -> table
     changes_of: dict[str, str] = field(default_factory=dict)  # changes view -> table
     view: str | None = None  # the view a refresh maintains, and the bytes of its data files
@@ -153,6 +155,17 @@ class Run:
             statement = self.substitute(statement)
             self.create_read(spark, statement)
             spark.sql(statement)
+
+    def window_of(self, changes_view: str) -> tuple[str, int, int, bool] | None:
+        """The pinned window of the source read into ``changes_view``, where the column
+        bounds of its data files bound its changed rows (:mod:`.key_ranges`): its table,
+        cursor, end, and whether its deletions are in the data files it removed (a window
+        read through the changelog); ``None`` when unchanged or read by position."""
+        if changes_view in self.appends:
+            return (*self.appends[changes_view], False)
+        if changes_view in self.changelog:
+            return (*self.changelog[changes_view], True)
+        return None
 
     def appends_only(self) -> bool:
         """Whether the pinned window holds appends only: every changed source is read by
@@ -199,7 +212,7 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         pinned = pin(spec, run.logs, now, zone)
         run.values.update(pinned.values)
         run.appends, run.unchanged = pinned.appends, pinned.unchanged
-        run.positional = pinned.positional
+        run.positional, run.changelog = pinned.positional, pinned.changelog
         run.changes_of = {s.changes_view: s.table for s in spec.sources}
         view = run.logs[spec.view]
         run.view = spec.view
@@ -221,6 +234,9 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         return True
     if isinstance(step, CreateTemp | Iterate):
         run.pending[step.table.name] = step
+        return True
+    if isinstance(step, SetValues) and isinstance(step.spec, KeyRanges):
+        run.values.update(step.spec.values(spark, run.window_of))
         return True
     if isinstance(step, PinSnapshot | PinWindow | SetValues):
         sql = run.substitute(value_query(step))
