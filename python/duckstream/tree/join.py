@@ -350,9 +350,11 @@ class Join(Block):
         leaf = self.leaves[k]
         pairs = self._equalities(k)
         keys = [exp.select(b.copy()).from_(self._changed_rows(ctx, leaf, b)) for _, b in pairs]
+        bounded = self._bounded(ctx, leaf, pairs, new_j)
         parts = []
         for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
             where = tuple(_in(ctx, a, q) for (a, _), q in zip(pairs, keys, strict=True))
+            where += tuple(c.copy() for c in bounded)
             # The same keys prune R's scan: for J's rows kept, a partner's b equals their a.
             on = [_in(ctx, b, q) for (_, b), q in zip(pairs, keys, strict=True)]
             part = new_j.extend(
@@ -364,6 +366,28 @@ class Join(Block):
             )
             parts.append(self._pruned(ctx, part, on))
         return parts
+
+    def _bounded(
+        self, ctx: Context, leaf: Leaf, pairs: list[tuple[exp.Expr, exp.Expr]], new_j: _Part
+    ) -> list[exp.Expr]:
+        """For each ``a = b`` with ``b`` a column of the changed ``leaf`` and ``a`` a column
+        of a source's state in J: ``a`` within the range of ``b`` in the leaf's changes
+        (:meth:`Term.range_filters`), where the engine gives ranges. Implied by the
+        unmatched-row terms' ``a IN (SELECT b FROM ΔR)``, which Spark cannot push into J's
+        scans: the range it can (and infers R's from it through the ON)."""
+        ranges = leaf.delta_range(ctx)
+        if ranges is None:
+            return []
+        relations = {x.name: r for x, r in zip(self.leaves, new_j.relations, strict=False)}
+        found = []
+        for a, b in pairs:
+            if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)):
+                continue
+            key_range = ranges(b.name)
+            condition = key_range.on(a, relations.get(a.table)) if key_range else None
+            if condition is not None:
+                found.append(condition)
+        return found
 
     @staticmethod
     def _changed_rows(ctx: Context, leaf: Leaf, key: exp.Expr) -> exp.Expr:

@@ -14,10 +14,12 @@ The plan's SQL computes them as a person would (:class:`KeyRanges`' query: ``min
 the same bounds from Iceberg's metadata instead (:func:`window_bounds`, no Spark job): the
 column bounds of the data files the window added, and for a window that also deletes (read
 through the changelog) of those it removed, where the deleted rows were. They cover every
-changed key, and a superset of the keys keeps the filter implied. No bound (NULL) where the
-files have none (metrics off for the column, a format without bounds), for a window read by
-position (merge-on-read: the rows deleted are in files the window does not list), and for a
-column whose type compares otherwise than the joined column's (:func:`comparable`).
+changed key, and a superset of the keys keeps the filter implied (Iceberg's own
+``Snapshot.removedDataFiles`` drops the bounds: the manifests' entries keep them). No bound
+(NULL) where the files have none (metrics off for the column, a format without bounds), for
+a window read by position (merge-on-read: the rows deleted are in files the window does not
+list), and for a column whose type compares otherwise than the joined column's
+(:func:`comparable`).
 
 Only types whose bounds are exact and whose order is Spark's: integers, DECIMAL, DATE and
 STRING (Parquet's bounds compare UTF-8 bytes, as Spark does; Iceberg truncates long ones to
@@ -88,6 +90,7 @@ class KeyRanges:
         whether its deletions are in the data files it removed: read through the
         changelog), or ``None`` where its bounds are not in the metadata (unchanged: its
         terms are off; read by position)."""
+        jvm = spark.sparkContext._jvm
         tables: dict[str, Any] = {}
 
         def table(name: str) -> Any:
@@ -112,7 +115,8 @@ class KeyRanges:
             found = windows(view)
             assert found is not None
             name, cursor, end, removed = found
-            bounds = window_bounds(table(name), cursor, end, [s.column for s in specs], removed)
+            columns = [s.column for s in specs]
+            bounds = window_bounds(jvm, table(name), cursor, end, columns, removed)
             for spec in specs:
                 found_bounds = bounds.get(spec.column)
                 if found_bounds is not None:
@@ -192,7 +196,7 @@ def _key(type_name: str, value: Any) -> Any:
 
 
 def window_bounds(
-    java: Any, cursor: int, end: int, columns: list[str], removed: bool
+    jvm: Any, java: Any, cursor: int, end: int, columns: list[str], removed: bool
 ) -> dict[str, tuple[str, str] | None]:
     """The least and the greatest value of each of ``columns`` in the rows the Iceberg
     table ``java``'s snapshots after ``cursor`` up to ``end`` changed, as Spark SQL literals
@@ -202,11 +206,8 @@ def window_bounds(
     (``replace``) change no row and are skipped, as the change feeds skip them.
 
     Read from the manifests each snapshot wrote (their ``ADDED`` and ``DELETED`` entries):
-    Iceberg's ``Snapshot.removedDataFiles`` gives the removed files without their bounds."""
-    from pyspark import SparkContext
-
-    jvm = SparkContext._jvm
-    assert jvm is not None
+    Iceberg's ``Snapshot.removedDataFiles`` gives the removed files without their bounds.
+    ``jvm``: Spark's (py4j), ``java``: the table (:func:`.window.java_table`)."""
     manifests = jvm.org.apache.iceberg.ManifestFiles
     schema, io, specs = java.schema(), java.io(), java.specs()
     fields = {}
