@@ -31,12 +31,10 @@ like :func:`duckstream.engines.ducklake.runner.refresh` on DuckLake.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
 import time
 import warnings
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -385,52 +383,6 @@ def _phase_name(step: Step, committed: bool, run: Run) -> str:
     return "begin" if isinstance(step, Begin) else "guard"
 
 
-class _RecursionGate:
-    """Runs of plans that iterate a recursion (:class:`Iterate`) one at a time, alone in
-    the process: while one runs, no other plan's steps run, and the others run together as
-    before. Why: with three scenarios maintained at once in one Spark context (sessions of
-    their own), a recursive view's refresh now and then left the view as it was (3 of 5 runs
-    of the full Spark matrix; never one scenario at a time), cause not found. Until it is,
-    a recursive refresh takes the Spark context alone (re-entrant in its thread)."""
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._held = threading.local()
-
-    @contextlib.contextmanager
-    def held(self, exclusive: bool) -> Generator[None]:
-        if getattr(self._held, "depth", 0):  # nested in a run of this thread's
-            self._held.depth += 1
-            try:
-                yield
-            finally:
-                self._held.depth -= 1
-            return
-        with self._changed:
-            while self._exclusive or (exclusive and self._shared):
-                self._changed.wait()
-            if exclusive:
-                self._exclusive = True
-            else:
-                self._shared += 1
-        self._held.depth = 1
-        try:
-            yield
-        finally:
-            self._held.depth = 0
-            with self._changed:
-                if exclusive:
-                    self._exclusive = False
-                else:
-                    self._shared -= 1
-                self._changed.notify_all()
-
-
-_recursion_gate = _RecursionGate()
-
-
 def run_steps(
     spark: SparkSession,
     steps: list[Step],
@@ -453,10 +405,7 @@ def run_steps(
     failure up to it raises, the view and cursors as they were; a failure after it (no plan
     has a statement there now but the clean-up) is a warning: the refresh is applied, as on
     DuckLake."""
-    with _recursion_gate.held(any(isinstance(step, Iterate) for step in steps)):
-        return _run_steps(
-            spark, steps, logs=logs, phases=phases, entry=entry, started_ms=started_ms
-        )
+    return _run_steps(spark, steps, logs=logs, phases=phases, entry=entry, started_ms=started_ms)
 
 
 def _run_steps(
