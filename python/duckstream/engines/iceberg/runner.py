@@ -7,6 +7,8 @@ arguments) and has no multi-statement transactions, so a Spark plan's steps
 :class:`~duckstream.plan.PinSnapshot`, ``PinWindow``, ``SetValues``
     Run the query (one row). Each column is a value named by its alias; later statements
     use it as ``${<alias>}`` (by hand: ``SET <alias> = <value>``, Spark substitutes it).
+    The window and the key ranges (``SetValues`` of :class:`.key_ranges.KeyRanges`) are
+    read from Iceberg's metadata instead, without a Spark job.
 :class:`~duckstream.plan.StopUnless`
     If the value is false, nothing changed: skip to the clean-up.
 :class:`~duckstream.plan.CommitWith`
