@@ -128,9 +128,12 @@ class Applied:
 
 @dataclass(frozen=True)
 class SetValues:
-    """Run a one-row query; each column is a run-time value named by its alias (Spark)."""
+    """Run a one-row query; each column is a run-time value named by its alias (Spark).
+    ``spec``: what a runner needs to compute the same values another way (Spark's key
+    ranges: from table metadata), or None."""
 
     query: str
+    spec: Any = None
 
 
 @dataclass(frozen=True)

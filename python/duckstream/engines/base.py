@@ -126,6 +126,21 @@ class Engine(ABC):
     # it was, measured there.
     fill_from_view = False
 
+    # True when :meth:`key_range` gives the bounds of a source's changed keys, for filters
+    # on the states the changes join (:meth:`duckstream.tree.base.Term.range_filters`).
+    key_ranges = False
+
+    def key_range(
+        self, source: Source, column: str, target: exp.Table, target_column: str
+    ) -> tuple[exp.Expr, exp.Expr] | None:
+        """The least and the greatest ``column`` of ``source``'s changes in the window, as
+        run-time values (NULL: no bound), for a filter on ``target_column`` of the source
+        ``target``'s state, which the changed rows join by ``column = target_column``;
+        ``None``: no such filter. An engine that cannot push a semi-join into a table scan
+        can push these literal bounds (Spark + Iceberg). None by default: DuckDB prunes its
+        scans with the join's own run-time filters."""
+        return None
+
     def prepare_changes(self) -> list[Step]:
         """Statements run after :meth:`pin_window` that :meth:`changes` may read from (e.g.
         each changed source's window copied once into a temporary table)."""

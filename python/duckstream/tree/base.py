@@ -115,6 +115,9 @@ class Term:
     # changed leaf's delta restricted to the rows the term can join
     # (:func:`duckstream.tree.demand.narrow_delta`)
     narrow: Callable[[Term], Term] | None = field(default=None, compare=False)
+    # the range of each column of the changed leaf's changes, as run-time constants, where
+    # the engine gives one (:meth:`Leaf.delta_range`): ``select`` then adds range filters
+    delta_range: Callable[[str], KeyRange | None] | None = field(default=None, compare=False)
 
     def filtered(self, *predicates: exp.Expr) -> Term:
         return replace(self, where=self.where + tuple(p.copy() for p in predicates))
@@ -129,6 +132,7 @@ class Term:
         """``SELECT items FROM ... WHERE ...`` for this term."""
         term = self.narrow(replace(self, narrow=None)) if self.narrow is not None else self
         term = term.with_filters(term.semijoin_filters())
+        term = term.with_filters(term.range_filters())
         term = term.with_filters(term.carried_filters())
         query = exp.Select(expressions=[i.copy() for i in items])
         query.set("from_", exp.From(this=term.from_.copy()))
@@ -203,6 +207,29 @@ class Term:
 
         return self.key_filters(self.delta_alias, keys)
 
+    def range_filters(self) -> list[tuple[int | None, exp.Expr]]:
+        """For each equality ``d.x = t.y`` between the changed leaf ``d`` and a source's
+        state ``t`` of this term: ``t.y`` within the least and the greatest ``x`` of the
+        changes (:class:`KeyRange`), placed as :meth:`key_filters` places a semi-join filter
+        (transitively too). Implied by the equality: a row of ``t`` that joins a changed row
+        has its ``y`` equal to that row's ``x``, within the range (a NULL ``x`` joins
+        nothing). An engine that cannot push a semi-join into a table scan can push literal
+        bounds, and skip the data files whose column bounds lie outside them (Spark + Iceberg:
+        a table appended in key order keeps the new keys in the newest files).
+
+        >>> from sqlglot import parse_one
+        >>> def bounds(table, column):
+        ...     return exp.Literal.number(3), exp.Literal.number(9)
+        >>> q = parse_one("SELECT * FROM d, (SELECT * FROM s) AS t WHERE d.x = t.y AND d.w = t.z")
+        >>> term = Term(q.args["from_"].this, tuple(q.args["joins"]), (q.args["where"].this,),
+        ...     delta_alias="d", delta_range=lambda c: KeyRange(bounds) if c == "x" else None)
+        >>> [(i, f.sql()) for i, f in term.range_filters()]
+        [(None, 't.y BETWEEN COALESCE(3, t.y) AND COALESCE(9, t.y)')]
+        """
+        if self.delta_alias is None or self.delta_range is None:
+            return []
+        return self.key_filters(self.delta_alias, self.delta_range)
+
     def carried_filters(self) -> list[tuple[int | None, exp.Expr]]:
         """Each WHERE conjunct ``t.y IN (<keys>)`` that is a key filter (:func:`key_in`),
         carried to the relations equal to ``t.y`` (:meth:`key_filters`), but not onto columns
@@ -265,7 +292,7 @@ class Term:
     def key_filters(
         self,
         alias: str,
-        keys: Callable[[str], exp.Query | None],
+        keys: Callable[[str], exp.Query | KeyRange | None],
         filtered: set[tuple[str, str]] | None = None,
     ) -> list[tuple[int | None, exp.Expr]]:
         """For each equality ``a.x = t.y`` (a WHERE or ON conjunct) between the relation
@@ -273,6 +300,8 @@ class Term:
         query of the values ``a.x`` can have in the rows the term keeps: ``t.y IN
         (keys(x))``, and where it goes (``None``: WHERE, ``i``: the ON of join ``i``).
         Implied by the equality for those rows (a NULL ``a.x`` has no partner anyway).
+        ``keys(x)`` may instead be a :class:`KeyRange` of those values: ``t.y`` within it,
+        where ``t`` is a source's state the range applies to (:meth:`KeyRange.on`).
 
         A filter goes where its equality is, which keeps it implied: into WHERE from WHERE,
         or from an inner join's ON when ``t`` is never NULL-extended in this term; else into
@@ -303,7 +332,7 @@ class Term:
         # (relation, column) given a filter; ``filtered``: those a carrier skips from the start
         skipped = set(filtered or ())
         relations = dict(zip(names, [self.from_, *(j.this for j in self.joins)], strict=True))
-        Keys = Callable[[str], exp.Query | None]
+        Keys = Callable[[str], exp.Query | KeyRange | None]
         carriers: list[tuple[str, Keys, Keys | None]] = [(alias, keys, None)]
         while carriers:
             table, found_keys, through = carriers.pop(0)
@@ -333,12 +362,19 @@ class Term:
                         if found is False:
                             continue
                         target = found
-                    condition = key_in(other, query)
+                    if isinstance(query, KeyRange):
+                        condition = query.on(other, relations.get(other.table))
+                        if condition is None:
+                            continue
+                    else:
+                        condition = key_in(other, query)
                     filters.append((target, condition))
                     skipped.add((other.table, other.name))
                     if target is None:
-                        narrowed = self._through(
-                            relations.get(other.table), other.name, query, nullable
+                        narrowed = (
+                            self._through(relations.get(other.table), other.name, query, nullable)
+                            if isinstance(query, exp.Query)
+                            else None
                         )
                         carriers.append((other.table, _only(other.name, query), narrowed))
         return filters
@@ -364,7 +400,7 @@ class Term:
         key = exp.column(column, table=table)
         query = exp.select(key.copy()).from_(relation.copy())
         query = query.where(*kept, exp.In(this=key, query=exp.Paren(this=keys.copy())), copy=False)
-        return _only(column, query)
+        return lambda name: query.copy() if name == column else None
 
 
 def _state(relation: exp.Expr | None) -> bool | None:
@@ -384,9 +420,51 @@ def _uncorrelated(query: exp.Expr) -> bool:
     return all(not c.table or c.table in defined for c in query.find_all(exp.Column))
 
 
-def _only(column: str, query: exp.Query) -> Callable[[str], exp.Query | None]:
+def _only(column: str, query: exp.Query | KeyRange) -> Callable[[str], exp.Query | KeyRange | None]:
     """Keys for ``column`` alone: ``query`` (a copy) for it, none for the others."""
+    if isinstance(query, KeyRange):
+        return lambda name: query if name == column else None
     return lambda name: query.copy() if name == column else None
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """The least and the greatest value a column of a leaf's changes takes, as run-time
+    constants of one refresh, for filters on the columns the changed rows join by equality
+    (:meth:`Term.range_filters`). ``bounds(table, column)``: the two bounds for a filter on
+    ``column`` of the source ``table``'s state, or ``None`` where the engine has none for it
+    (it knows whether the two columns compare as the equality compares them: their types).
+    A NULL bound stands for none (the change's range unknown at run time, or no change)."""
+
+    bounds: Callable[[exp.Table, str], tuple[exp.Expr, exp.Expr] | None]
+
+    def on(self, column: exp.Column, relation: exp.Expr | None) -> exp.Expr | None:
+        """``column BETWEEN COALESCE(low, column) AND COALESCE(high, column)`` for a column
+        of ``relation``, a source's state (``None`` for any other relation: nothing says
+        how its columns compare). The ``COALESCE`` makes a NULL bound no bound; an engine
+        folds it away with a known one, leaving a literal range its scan can use.
+
+        >>> from sqlglot import parse_one
+        >>> state = parse_one("SELECT * FROM (SELECT * FROM c.s.t) AS t").args["from_"].this
+        >>> key = KeyRange(lambda table, name: (exp.Literal.number(1), exp.null()))
+        >>> key.on(parse_one("t.y"), state).sql()
+        't.y BETWEEN COALESCE(1, t.y) AND COALESCE(NULL, t.y)'
+        >>> key.on(parse_one("u.y"), parse_one("SELECT * FROM (SELECT 1 AS y) AS u")
+        ...     .args["from_"].this) is None
+        True
+        """
+        if not _state(relation):
+            return None
+        assert isinstance(relation, exp.Subquery)
+        alias = relation.args.get("alias")
+        if alias is not None and alias.columns:  # renamed: the source's column is another
+            return None
+        table = relation.this.args["from_"].this
+        found = self.bounds(table, column.name)
+        if found is None:
+            return None
+        low, high = (exp.Coalesce(this=b, expressions=[column.copy()]) for b in found)
+        return exp.Between(this=column.copy(), low=low, high=high)
 
 
 def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
@@ -663,6 +741,12 @@ class Leaf(ABC):
         or ``None``. It may select only some columns, then with every value each of them
         takes in the changes (and perhaps more): a semi-join filter needs no more than the
         changed keys, one column at a time, and a superset of them keeps it implied."""
+        return None
+
+    def delta_range(self, ctx: Context) -> Callable[[str], KeyRange | None] | None:
+        """The range of each of the leaf's columns in its changes (a run-time constant, for
+        range filters: :meth:`Term.range_filters`), or ``None`` when neither the leaf nor its
+        engine gives one."""
         return None
 
     def reads_changes_only(self, ctx: Context) -> bool:

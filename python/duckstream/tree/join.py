@@ -23,6 +23,13 @@ the terms add to the null-supplying leaves. For inner chains the rule is the ord
 ``Σ_i R1_new ⋈ … ⋈ ΔRi ⋈ R(i+1)_old ⋈ …``, which stays right when partners on both sides
 change in one window (delete r and its only partner s: ``ΔR ⋈ S_old`` still sees s).
 
+Where the engine cannot prune a state's scan by a semi-join to the changes (Spark + Iceberg),
+a delta term ``ΔR ⋈ S`` joined by ``R.x = S.y`` also bounds ``S.y`` by the least and the
+greatest ``x`` in ΔR, run-time constants of the refresh (``Term.range_filters``): implied by
+the equality, and a range a table scan can skip data files by. Example: appended orders of
+keys 6,000,001..6,000,150 read lineitem at the cursor as ``l_orderkey BETWEEN 6000001 AND
+6000150``, the files of new keys only.
+
 Each term is the FROM clause as written with its leaves filled in (a state, the changes, a
 marked state) and some joins evaluated as another kind; ΔJ's terms only ever stand on the
 preserved side of a LEFT or inner join, so their WHERE conditions apply on top unchanged.
@@ -52,6 +59,7 @@ from duckstream.expressions import aliased, conjuncts
 from duckstream.tree.base import (
     Block,
     Context,
+    KeyRange,
     Leaf,
     Term,
     changed_flag,
@@ -114,6 +122,7 @@ class _Part:
     delta_alias: str | None = None
     delta_rows: exp.Expr | None = None
     narrow: Callable[[Term], Term] | None = None
+    delta_range: Callable[[str], KeyRange | None] | None = None
 
     def extend(self, relation: exp.Expr, kind: str, **changes) -> _Part:
         return replace(
@@ -177,6 +186,7 @@ class Join(Block):
             delta_alias=part.delta_alias,
             delta_rows=part.delta_rows,
             narrow=part.narrow,
+            delta_range=part.delta_range,
         )
 
     def _state(self, ctx: Context, version: Version, count: int, marked: bool = False) -> _Part:
@@ -198,6 +208,7 @@ class Join(Block):
         """``base op ΔR`` for the leaf ``R`` (``kind`` None: R is the first leaf)."""
         relation, mult = leaf.delta(ctx)
         rows = leaf.delta_rows(ctx)
+        ranges = leaf.delta_range(ctx)
         return replace(
             base,
             relations=base.relations + (relation,),
@@ -205,8 +216,9 @@ class Join(Block):
             on=base.on + ((None,) if kind else ()),
             mult=mult,
             guards=(self._changed(ctx, [leaf]),),
-            delta_alias=leaf.name if rows is not None else None,
+            delta_alias=leaf.name if rows is not None or ranges is not None else None,
             delta_rows=rows,
+            delta_range=ranges,
             # a subquery's delta for the keys the term can join only (tree.demand)
             narrow=partial(narrow_delta, ctx, leaf) if _narrowable(leaf) else None,
         )
@@ -338,9 +350,11 @@ class Join(Block):
         leaf = self.leaves[k]
         pairs = self._equalities(k)
         keys = [exp.select(b.copy()).from_(self._changed_rows(ctx, leaf, b)) for _, b in pairs]
+        bounded = self._bounded(ctx, leaf, pairs, new_j)
         parts = []
         for version, sign in ((Version.NEW, 1), (Version.OLD, -1)):
             where = tuple(_in(ctx, a, q) for (a, _), q in zip(pairs, keys, strict=True))
+            where += tuple(c.copy() for c in bounded)
             # The same keys prune R's scan: for J's rows kept, a partner's b equals their a.
             on = [_in(ctx, b, q) for (_, b), q in zip(pairs, keys, strict=True)]
             part = new_j.extend(
@@ -352,6 +366,28 @@ class Join(Block):
             )
             parts.append(self._pruned(ctx, part, on))
         return parts
+
+    def _bounded(
+        self, ctx: Context, leaf: Leaf, pairs: list[tuple[exp.Expr, exp.Expr]], new_j: _Part
+    ) -> list[exp.Expr]:
+        """For each ``a = b`` with ``b`` a column of the changed ``leaf`` and ``a`` a column
+        of a source's state in J: ``a`` within the range of ``b`` in the leaf's changes
+        (:meth:`Term.range_filters`), where the engine gives ranges. Implied by the
+        unmatched-row terms' ``a IN (SELECT b FROM ΔR)``, which Spark cannot push into J's
+        scans: the range it can (and infers R's from it through the ON)."""
+        ranges = leaf.delta_range(ctx)
+        if ranges is None:
+            return []
+        relations = {x.name: r for x, r in zip(self.leaves, new_j.relations, strict=False)}
+        found = []
+        for a, b in pairs:
+            if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)):
+                continue
+            key_range = ranges(b.name)
+            condition = key_range.on(a, relations.get(a.table)) if key_range else None
+            if condition is not None:
+                found.append(condition)
+        return found
 
     @staticmethod
     def _changed_rows(ctx: Context, leaf: Leaf, key: exp.Expr) -> exp.Expr:

@@ -8,14 +8,16 @@ raw lets the engine push the view's filters and columns into the change read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
 from duckstream.expressions import aliased
-from duckstream.tree.base import Context, Leaf, mult_column
+from duckstream.tree.base import Context, KeyRange, Leaf, mult_column
 
 
 @dataclass
@@ -52,3 +54,11 @@ class Scan(Leaf):
 
     def reads_changes_only(self, ctx: Context) -> bool:
         return self.delta_rows(ctx) is not None
+
+    def delta_range(self, ctx: Context) -> Callable[[str], KeyRange | None] | None:
+        """Each column's range in the source's changes, where the engine computes one per
+        refresh (``Engine.key_ranges``); not under renamed columns (``t AS x(a, b)``: the
+        source's own names differ)."""
+        if not ctx.engine.key_ranges or self.alias_node.columns:
+            return None
+        return lambda column: KeyRange(partial(ctx.engine.key_range, self.source, column))

@@ -55,6 +55,7 @@ from duckstream.engines.iceberg.dialect import (
     quoted,
     variable,
 )
+from duckstream.engines.iceberg.key_ranges import KeyRanges, RangeSpec
 from duckstream.engines.iceberg.lateral import check_lateral
 from duckstream.engines.iceberg.recursion import hoist, render_iterate, unrolled
 from duckstream.engines.iceberg.series import check_series
@@ -134,6 +135,8 @@ def render(step: Step) -> list[str]:
         # the script's joiner ends the last statement
         sets = ";\n".join(f"SET {name} = <its value>" for name in names)
         values = f"-- the values below are the one row of:\n{lines}\n{sets}"
+        if isinstance(step, SetValues) and isinstance(step.spec, KeyRanges):
+            values = f"{step.spec.note}\n{values}"
         if isinstance(step, PinWindow) and isinstance(step.spec, WindowPin):
             return [values, step.spec.check] if step.spec.check else [values]
         return [values]
@@ -168,6 +171,9 @@ class IcebergEngine(Engine):
         # refresh's after its window is pinned (prepare_changes).
         self.hoisted: list[Step] = []
         self._recursions = 0
+        # the key ranges the delta terms read (:meth:`key_range`): (source index, column) ->
+        # its number and the (source, column) pairs filtered by it
+        self._ranges: dict[tuple[int, str], tuple[int, set[tuple[str, str]]]] = {}
 
     # -- recursive CTEs: iterated (.recursion) -----------------------------------------------
     def _hoisted(self, expression: exp.Expr) -> exp.Expr:
@@ -202,9 +208,58 @@ class IcebergEngine(Engine):
         return super().create_temp(table, self._hoisted(query), changes_of)
 
     def prepare_changes(self) -> list[Step]:
-        """The steps of the recursive CTEs the refresh's statements read (made as the sink
-        made them, before this is called)."""
-        return self._placed()
+        """The values of the key ranges and the steps of the recursive CTEs the refresh's
+        statements read (made as the sink made them, before this is called)."""
+        ranges = [self._range_values()] if self._ranges else []
+        return [*ranges, *self._placed()]
+
+    # -- key ranges (.key_ranges): the bounds of each changed key, per refresh -----------------
+    key_ranges = True
+
+    def key_range(
+        self, source: Source, column: str, target: exp.Table, target_column: str
+    ) -> tuple[exp.Expr, exp.Expr] | None:
+        """``${...range_<i>_<n>_low}``, ``${..._high}``: Spark pushes literal bounds into an
+        Iceberg scan, where it pushes no semi-join (:mod:`.key_ranges`)."""
+        by_name = {(s.catalog, s.schema, s.name): s for s in self.sources}
+        other = by_name.get((target.catalog, target.db, target.name))
+        if other is None:
+            return None
+        number, uses = self._ranges.setdefault((source.index, column), (len(self._ranges), set()))
+        uses.add((other.fqn, target_column))
+        name = f"range_{source.index}_{number}"
+        return self.runtime_value(f"{name}_low"), self.runtime_value(f"{name}_high")
+
+    def _range_values(self) -> Step:
+        """One step setting every key range: as SQL the least and the greatest key over each
+        source's changes view (a Spark job); the runner reads them from metadata."""
+        specs = []
+        by_source: dict[int, list[str]] = {}
+        by_index = {s.index: s for s in self.sources}
+        for (index, column), (number, uses) in sorted(self._ranges.items()):
+            source = by_index[index]
+            low, high = (self._key(f"range_{index}_{number}_{b}") for b in ("low", "high"))
+            specs.append(
+                RangeSpec(
+                    source.fqn,
+                    index,
+                    column,
+                    self._changelog(source).name,
+                    low,
+                    high,
+                    tuple(sorted(uses)),
+                )
+            )
+            key = self.sql(exp.to_identifier(column))
+            by_source.setdefault(index, []).extend(
+                [f"min({key}) AS {quoted(low)}", f"max({key}) AS {quoted(high)}"]
+            )
+        parts = [
+            f"(SELECT {', '.join(items)} FROM {self.sql(self._changelog(by_index[i]))}) AS r{i}"
+            for i, items in by_source.items()
+        ]
+        query = "SELECT *\nFROM " + "\n  CROSS JOIN ".join(parts)
+        return SetValues(query, KeyRanges(query, tuple(specs)))
 
     def raise_error(self, message: str) -> exp.Expr:
         return RaiseError(this=exp.Literal.string(message))

@@ -7,6 +7,8 @@ arguments) and has no multi-statement transactions, so a Spark plan's steps
 :class:`~duckstream.plan.PinSnapshot`, ``PinWindow``, ``SetValues``
     Run the query (one row). Each column is a value named by its alias; later statements
     use it as ``${<alias>}`` (by hand: ``SET <alias> = <value>``, Spark substitutes it).
+    The window and the key ranges (``SetValues`` of :class:`.key_ranges.KeyRanges`) are
+    read from Iceberg's metadata instead, without a Spark job.
 :class:`~duckstream.plan.StopUnless`
     If the value is false, nothing changed: skip to the clean-up.
 :class:`~duckstream.plan.CommitWith`
@@ -31,12 +33,10 @@ like :func:`duckstream.engines.ducklake.runner.refresh` on DuckLake.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
 import time
 import warnings
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -47,6 +47,7 @@ from duckstream.engines.iceberg.decimals import Decimal, running_total_scale
 from duckstream.engines.iceberg.dialect import DIALECT, quoted
 from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION, render, value_query
 from duckstream.engines.iceberg.estimate import SparkPolicy, choose, estimate_window
+from duckstream.engines.iceberg.key_ranges import KeyRanges
 from duckstream.engines.iceberg.pinned_commit import into_branch, pinned_commit
 from duckstream.engines.iceberg.recursion import ITERATION, LAST, PREVIOUS
 from duckstream.engines.iceberg.session import sql_with_commit_properties
@@ -123,6 +124,7 @@ class Run:
     logs: dict[str, TableLog] | None = None
     appends: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     positional: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    changelog: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     unchanged: dict[str, str] = field(default_factory=dict)  # changes view -> table
     changes_of: dict[str, str] = field(default_factory=dict)  # changes view -> table
     view: str | None = None  # the view a refresh maintains, and the bytes of its data files
@@ -153,6 +155,17 @@ class Run:
             statement = self.substitute(statement)
             self.create_read(spark, statement)
             spark.sql(statement)
+
+    def window_of(self, changes_view: str) -> tuple[str, int, int, bool] | None:
+        """The pinned window of the source read into ``changes_view``, where the column
+        bounds of its data files bound its changed rows (:mod:`.key_ranges`): its table,
+        cursor, end, and whether its deletions are in the data files it removed (a window
+        read through the changelog); ``None`` when unchanged or read by position."""
+        if changes_view in self.appends:
+            return (*self.appends[changes_view], False)
+        if changes_view in self.changelog:
+            return (*self.changelog[changes_view], True)
+        return None
 
     def appends_only(self) -> bool:
         """Whether the pinned window holds appends only: every changed source is read by
@@ -199,7 +212,7 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         pinned = pin(spec, run.logs, now, zone)
         run.values.update(pinned.values)
         run.appends, run.unchanged = pinned.appends, pinned.unchanged
-        run.positional = pinned.positional
+        run.positional, run.changelog = pinned.positional, pinned.changelog
         run.changes_of = {s.changes_view: s.table for s in spec.sources}
         view = run.logs[spec.view]
         run.view = spec.view
@@ -221,6 +234,9 @@ def _execute(spark: SparkSession, run: Run, step: Step) -> bool:
         return True
     if isinstance(step, CreateTemp | Iterate):
         run.pending[step.table.name] = step
+        return True
+    if isinstance(step, SetValues) and isinstance(step.spec, KeyRanges):
+        run.values.update(step.spec.values(spark, run.window_of))
         return True
     if isinstance(step, PinSnapshot | PinWindow | SetValues):
         sql = run.substitute(value_query(step))
@@ -369,52 +385,6 @@ def _phase_name(step: Step, committed: bool, run: Run) -> str:
     return "begin" if isinstance(step, Begin) else "guard"
 
 
-class _RecursionGate:
-    """Runs of plans that iterate a recursion (:class:`Iterate`) one at a time, alone in
-    the process: while one runs, no other plan's steps run, and the others run together as
-    before. Why: with three scenarios maintained at once in one Spark context (sessions of
-    their own), a recursive view's refresh now and then left the view as it was (3 of 5 runs
-    of the full Spark matrix; never one scenario at a time), cause not found. Until it is,
-    a recursive refresh takes the Spark context alone (re-entrant in its thread)."""
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._held = threading.local()
-
-    @contextlib.contextmanager
-    def held(self, exclusive: bool) -> Generator[None]:
-        if getattr(self._held, "depth", 0):  # nested in a run of this thread's
-            self._held.depth += 1
-            try:
-                yield
-            finally:
-                self._held.depth -= 1
-            return
-        with self._changed:
-            while self._exclusive or (exclusive and self._shared):
-                self._changed.wait()
-            if exclusive:
-                self._exclusive = True
-            else:
-                self._shared += 1
-        self._held.depth = 1
-        try:
-            yield
-        finally:
-            self._held.depth = 0
-            with self._changed:
-                if exclusive:
-                    self._exclusive = False
-                else:
-                    self._shared -= 1
-                self._changed.notify_all()
-
-
-_recursion_gate = _RecursionGate()
-
-
 def run_steps(
     spark: SparkSession,
     steps: list[Step],
@@ -437,10 +407,7 @@ def run_steps(
     failure up to it raises, the view and cursors as they were; a failure after it (no plan
     has a statement there now but the clean-up) is a warning: the refresh is applied, as on
     DuckLake."""
-    with _recursion_gate.held(any(isinstance(step, Iterate) for step in steps)):
-        return _run_steps(
-            spark, steps, logs=logs, phases=phases, entry=entry, started_ms=started_ms
-        )
+    return _run_steps(spark, steps, logs=logs, phases=phases, entry=entry, started_ms=started_ms)
 
 
 def _run_steps(

@@ -234,6 +234,8 @@ class Pinned:
     unchanged: dict[str, str]  # changes view -> table
     # changes view -> (table, cursor, end): windows with delete files (merge-on-read)
     positional: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    # changes view -> (table, cursor, end): the other changed windows (Iceberg's changelog)
+    changelog: dict[str, tuple[str, int, int]] = field(default_factory=dict)
 
 
 def java_table(spark: SparkSession, name: str) -> Any:
@@ -423,6 +425,7 @@ def pin(
     appends: dict[str, tuple[str, int, int]] = {}
     unchanged: dict[str, str] = {}
     positional: dict[str, tuple[str, int, int]] = {}
+    changelog: dict[str, tuple[str, int, int]] = {}
     latest = logs[spec.view].latest_data_snapshot()
     summary = latest.summary if latest else {}
     any_changed = False
@@ -445,12 +448,14 @@ def pin(
             appends[source.changes_view] = (source.table, cursor, end)
         elif has_delete_files(log, cursor):
             positional[source.changes_view] = (source.table, cursor, end)
+        else:
+            changelog[source.changes_view] = (source.table, cursor, end)
     if spec.clock_filters or spec.clock_rebuilds:
         assert now is not None, "a view reading the clock is pinned with it"
         values |= pin_clock(spec, summary, now, zone)
         any_changed = any_changed or values[f"{spec.prefix}clock_moved"] == "true"
     values[f"{spec.prefix}changed"] = str(any_changed).lower()
-    return Pinned(values, appends, unchanged, positional)
+    return Pinned(values, appends, unchanged, positional, changelog)
 
 
 def register_appends(spark: SparkSession, view: str, table: str, cursor: int, end: int) -> None:
