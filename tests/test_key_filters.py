@@ -127,3 +127,58 @@ def test_staged_relations_offer_their_changed_keys(view):
             checked += 1
             assert " IN (SELECT " in relation.sql(), f"{relation.alias_or_name} grouped whole"
     assert checked
+
+
+def _reads_source_state(select: exp.Select) -> bool:
+    """Whether ``select`` reads a source's state directly: FROM ``(SELECT * FROM t AT ...)``."""
+    source = select.args.get("from_")
+    return (
+        source is not None
+        and isinstance(source.this, exp.Subquery)
+        and isinstance(source.this.this, exp.Select)
+        and source.this.this.args["from_"].this.args.get("when") is not None
+    )
+
+
+def test_a_subquery_grouped_over_a_grouped_subquery_reads_the_changed_keys_only():
+    """TPC-H Q18: ``o_orderkey IN (SELECT l_orderkey FROM lineitem GROUP BY l_orderkey
+    HAVING ...)``, a DISTINCT (the decorrelated IN) of an aggregate. In every term an append
+    to orders or lineitem makes, each grouping over lineitem's state groups the changed keys
+    only (the key filter pushed through the DISTINCT into the aggregate, or a NULL key's
+    term), and the orders and lineitem that the subquery's delta joins are read for its
+    changed keys (its affected groups, known from the changes), not whole."""
+    plan = compile_ivm(
+        tpch_view("18"), mv_name="v", mv_catalog="lake", mv_schema="main", schema=tpch_schema()
+    )
+    names = [s.table for s in plan.sources]
+    keyed = {i for i, name in enumerate(names) if name in ("orders", "lineitem")}
+    (delta,) = [
+        s for s in plan.maintain if s.startswith("CREATE") and s.split(" AS ")[0].endswith("_delta")
+    ]
+    netted = sqlglot.parse_one(delta, read="duckdb").find(exp.Select)
+    assert netted is not None
+    groupings = states = 0
+    for term in _branches(netted.args["from_"].this.this):
+        assert isinstance(term, exp.Select)
+        guards = {int(i) for i in re.findall(r"\.changed_(\d+)\)", term.args["where"].sql())}
+        if not guards or not guards <= keyed:
+            continue
+        for select in term.find_all(exp.Select):
+            if (select.args.get("group") or select.args.get("distinct")) and _reads_source_state(
+                select
+            ):
+                groupings += 1
+                # its own key filter, or (a NULL key's term) the test right above it
+                own, above = select.args.get("where"), select.parent_select.args.get("where")
+                keyed_here = own is not None and " IN (SELECT " in own.sql()
+                null_key = any(w is not None and " IS NULL" in w.sql() for w in (own, above))
+                assert keyed_here or null_key, select.sql()
+        for relation in [term.args["from_"].this] + [j.this for j in term.args.get("joins") or []]:
+            inner = relation.this if isinstance(relation, exp.Subquery) else None
+            if not isinstance(inner, exp.Select) or _reads_source_state(inner):
+                continue
+            table = inner.args["from_"].this
+            if isinstance(table, exp.Table) and table.name in ("orders", "lineitem"):
+                states += 1
+                assert " IN (SELECT " in relation.sql(), f"{relation.alias_or_name} read whole"
+    assert groupings and states

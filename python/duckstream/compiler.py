@@ -45,7 +45,14 @@ from duckstream.tree.constant import reads_no_table
 from duckstream.tree.derived import Derived
 from duckstream.tree.join import Join
 from duckstream.tree.recursive import read_old_from
-from duckstream.tree.shared_cte import Shares, choose, count_reads, guard, shared_ctes
+from duckstream.tree.shared_cte import (
+    Shares,
+    choose,
+    count_reads,
+    guard,
+    read_by_difference,
+    shared_ctes,
+)
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -207,6 +214,7 @@ def _maintain_sharing_ctes(
         tables = {part: counting.temp(part).name for part in parts}
         counted = count_reads(first, tables, engine.dialect, flags)
         chosen = choose(counted)
+        counted = read_by_difference(counted, chosen)
         shares = Shares(engine, chosen, {p: guard(counted[p], changed) for p in chosen})
         ctx.shares = shares
         applied = sink.maintain()

@@ -19,7 +19,7 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Source, Version
-from duckstream.expressions import parenthesized
+from duckstream.expressions import aliased, parenthesized
 from duckstream.tree.base import (
     Block,
     Context,
@@ -28,6 +28,8 @@ from duckstream.tree.base import (
     changed_flag,
     column_tables,
     key_in,
+    row_columns,
+    states_unfiltered,
     union_all,
     uses_key_semijoins,
 )
@@ -117,9 +119,18 @@ def changed_group_keys(
     are cheap to read again (:meth:`Block.reads_changes_only`); else ``None``. Every row of
     the operator's delta (:func:`regroup_delta`) is of an affected group, so these hold
     every key value that delta has: what a join of the delta needs to filter its other
-    relations by (:meth:`Leaf.delta_rows`)."""
-    if not groups or not block.reads_changes_only(ctx):
+    relations by (:meth:`Leaf.delta_rows`).
+
+    Or, over one relation whose changed rows are cheap (:meth:`Block.changed_rows`: a derived
+    table grouped by its keys, whose affected groups are known in turn; TPC-H Q18's ``IN``
+    subquery, a DISTINCT of an aggregate): the output columns that are a group expression
+    over that relation's columns, computed from those rows. Each group the delta touches is
+    the group of one of the input's delta rows, a row of that relation's delta: its values
+    are among the rows'."""
+    if not groups:
         return None
+    if not block.reads_changes_only(ctx):
+        return _groups_of_changed_rows(ctx, block, groups, items, names)
     columns = []
     for item, name in zip(items, names, strict=True):
         expression = item.unalias() if isinstance(item, exp.Alias) else item
@@ -130,6 +141,28 @@ def changed_group_keys(
         return None
     keys = parenthesized(affected_groups(ctx, block, groups), "_ivm_k")
     return exp.select(*columns).from_(keys)
+
+
+def _groups_of_changed_rows(
+    ctx: Context, block: Block, groups: list[exp.Expr], items: list[exp.Expr], names: list[str]
+) -> exp.Query | None:
+    """:func:`changed_group_keys` from the rows of :meth:`Block.changed_rows`."""
+    found = block.changed_rows(ctx)
+    if found is None:
+        return None
+    alias, rows = found
+    has = row_columns(rows)
+    columns = []
+    for item, name in zip(items, names, strict=True):
+        expression = item.unalias() if isinstance(item, exp.Alias) else item
+        if not any(g == expression and not is_constant(g) for g in groups):
+            continue
+        read = {c.name for c in expression.find_all(exp.Column)}
+        if column_tables([expression]) == {alias} and (has is None or read <= has):
+            columns.append(exp.alias_(expression.copy(), name))
+    if not columns:
+        return None
+    return exp.select(*columns).from_(aliased(rows.copy(), alias))
 
 
 def restrict_to(
@@ -178,7 +211,11 @@ def restrict_to(
             key_in(group, exp.select(name).from_(_keys_relation(keys))) for group, name in keyed
         ]
         nullable = [g for i, g in enumerate(groups) if not is_constant(g) and i not in never_null]
-        terms = [term.filtered(*in_keys, exists)]
+        # each also pushed into a derived table grouped by its key (TPC-H Q18's DISTINCT of
+        # an aggregate: else the engine groups all of lineitem, at both snapshots, to keep
+        # the changed orders); not into a source's state, which the filter already sits on
+        with states_unfiltered():
+            terms = [term.with_filters([(None, k) for k in in_keys]).filtered(exists)]
         if nullable:
             some_null = exp.or_(*(exp.Is(this=g.copy(), expression=exp.Null()) for g in nullable))
             nulls = term.filtered(some_null, exists)

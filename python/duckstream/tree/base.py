@@ -552,6 +552,20 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
         return False
     pushed = exp.In(this=key.copy(), query=condition.args["query"].copy())
     inner.where(pushed, copy=False)
+    if isinstance(key, exp.Column) and key.table:
+        # on to the derived table ``key`` is a column of, if it is grouped in turn by it
+        # (TPC-H Q18's DISTINCT of an aggregate); a source's state under ``inner`` has the
+        # filter right above it, which the engine pushes into the scan itself
+        source = inner.args.get("from_")
+        relations = [source.this] if source is not None else []
+        relations += [j.this for j in inner.args.get("joins") or []]
+        for relation in relations:
+            if relation.alias_or_name == key.table and not (
+                isinstance(relation, exp.Subquery)
+                and isinstance(relation.this, exp.Select)
+                and source_state(relation.this)
+            ):
+                push_key_filter(relation, pushed)
     return True
 
 
@@ -785,6 +799,12 @@ class Block(ABC):
         """Whether the delta terms read nothing but one source's changes, and those are
         cheap to read again (a materialized copy): one scan, filtered perhaps."""
         return False
+
+    def changed_rows(self, ctx: Context) -> tuple[str, exp.Expr] | None:
+        """When every row of the delta terms is a row of one relation's delta (one leaf,
+        filtered perhaps): that leaf's alias and its cheap rows (:meth:`Leaf.delta_rows`,
+        whose columns then hold every value the delta's rows take); else ``None``."""
+        return None
 
 
 def column_tables(expressions: Iterable[exp.Expr]) -> frozenset[str] | None:

@@ -46,3 +46,6 @@ class Filter(Block):
 
     def reads_changes_only(self, ctx: Context) -> bool:
         return self.input.reads_changes_only(ctx)
+
+    def changed_rows(self, ctx: Context) -> tuple[str, exp.Expr] | None:
+        return self.input.changed_rows(ctx)  # the predicate keeps a subset of them

@@ -277,6 +277,12 @@ class Join(Block):
         # staging model or a CTE ``SELECT cols FROM t WHERE p`` inlined into the view)
         return len(self.leaves) == 1 and self.leaves[0].reads_changes_only(ctx)
 
+    def changed_rows(self, ctx: Context) -> tuple[str, exp.Expr] | None:
+        if len(self.leaves) != 1:
+            return None
+        rows = self.leaves[0].delta_rows(ctx)
+        return None if rows is None else (self.leaves[0].name, rows)
+
     def key_terms(self, ctx: Context, aliases: frozenset[str] | None) -> list[Term]:
         """The delta terms, but for the unmatched-row terms of a last LEFT (or FULL) step
         when the keys read only the relations before it: a row ``j`` of J flips between
