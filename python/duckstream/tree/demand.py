@@ -97,7 +97,10 @@ def wanted_values(term: Term, alias: str, rows: exp.Expr | None) -> dict[str, ex
         if not mine:
             continue
         found = None
-        for table, name in sorted(members, key=lambda m: _preference(relations.get(m[0]))):
+        # ties by name: ``members`` is a set, whose order varies with the hash seed (the
+        # plan must not: Q21's changed with it)
+        by_preference = sorted(members, key=lambda m: (_preference(relations.get(m[0])), m))
+        for table, name in by_preference:
             if table == alias or table not in relations:
                 continue
             found = _values(relations[table], table, name, conditions, mine[0], rows)
