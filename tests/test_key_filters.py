@@ -37,8 +37,9 @@ def _grouped_relations(term: exp.Select) -> list[exp.Subquery]:
     ]
 
 
-@pytest.mark.parametrize("query", ["4", "17", "21"])
-def test_terms_of_changed_keys_group_only_those_keys(query):
+def _append_delta(query: str) -> tuple[exp.Select, set[int]]:
+    """TPC-H ``query``'s delta statement as compiled with the schema (its netting SELECT),
+    and the indexes of its sources an append changes (orders, lineitem)."""
     plan = compile_ivm(
         tpch_view(query), mv_name="v", mv_catalog="lake", mv_schema="main", schema=tpch_schema()
     )
@@ -49,6 +50,12 @@ def test_terms_of_changed_keys_group_only_those_keys(query):
     ]
     netted = sqlglot.parse_one(delta, read="duckdb").find(exp.Select)
     assert netted is not None
+    return netted, keyed
+
+
+@pytest.mark.parametrize("query", ["4", "17", "21"])
+def test_terms_of_changed_keys_group_only_those_keys(query):
+    netted, keyed = _append_delta(query)
     checked = 0
     for term in _branches(netted.args["from_"].this.this):
         assert isinstance(term, exp.Select)
@@ -147,16 +154,7 @@ def test_a_subquery_grouped_over_a_grouped_subquery_reads_the_changed_keys_only(
     only (the key filter pushed through the DISTINCT into the aggregate, or a NULL key's
     term), and the orders and lineitem that the subquery's delta joins are read for its
     changed keys (its affected groups, known from the changes), not whole."""
-    plan = compile_ivm(
-        tpch_view("18"), mv_name="v", mv_catalog="lake", mv_schema="main", schema=tpch_schema()
-    )
-    names = [s.table for s in plan.sources]
-    keyed = {i for i, name in enumerate(names) if name in ("orders", "lineitem")}
-    (delta,) = [
-        s for s in plan.maintain if s.startswith("CREATE") and s.split(" AS ")[0].endswith("_delta")
-    ]
-    netted = sqlglot.parse_one(delta, read="duckdb").find(exp.Select)
-    assert netted is not None
+    netted, keyed = _append_delta("18")
     groupings = states = 0
     for term in _branches(netted.args["from_"].this.this):
         assert isinstance(term, exp.Select)

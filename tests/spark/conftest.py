@@ -109,3 +109,55 @@ def outcomes(spark, request: pytest.FixtureRequest) -> dict[str, BaseException |
     return scenario_outcomes(
         spark, request.module.SCENARIOS, names, check_types=check_types, windows=spark_windows()
     )
+
+
+def _literal(value: object) -> str:
+    """A value of a plan's value queries as a person writes it in ``SET``: a literal of its
+    type (the key ranges' note says so), NULL for none."""
+    import datetime
+    import decimal
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, datetime.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    assert isinstance(value, int | decimal.Decimal), value
+    return str(value)
+
+
+@pytest.fixture
+def run_by_hand(spark):
+    """Run a plan's ``maintain`` the way the runner's docstring tells a person: each value
+    query's row ``SET`` as Spark variables (``${...}`` substituted by Spark), the window check
+    in SQL, the guard asserted true, the commit with its snapshot properties, the clean-up
+    last."""
+    from duckstream.engines.iceberg.engine import render, value_query
+    from duckstream.plan import Cleanup, CommitWith, PinSnapshot, PinWindow, SetValues, StopUnless
+    from duckstream.spark import sql_with_commit_properties
+
+    def run(plan) -> None:
+        cleanup = []
+        for step in plan.steps["maintain"]:
+            if isinstance(step, Cleanup):
+                cleanup.append(step.statement)
+            elif isinstance(step, PinSnapshot | PinWindow | SetValues):
+                for key, value in spark.sql(value_query(step)).collect()[0].asDict().items():
+                    spark.sql(f"SET {key} = {_literal(value)}")
+                if isinstance(step, PinWindow):
+                    spark.sql(step.spec.check).collect()  # the window check, in SQL
+            elif isinstance(step, StopUnless):
+                assert spark.conf.get(step.value[2:-1]) == "true"
+            elif isinstance(step, CommitWith):
+                resolved = {k: spark.conf.get(v[2:-1]) for k, v in step.properties}
+                sql_with_commit_properties(spark, step.statement, resolved)
+            else:
+                for sql in render(step):
+                    spark.sql(sql).collect()
+        for sql in cleanup:
+            spark.sql(sql)
+
+    return run

@@ -99,30 +99,8 @@ def test_key_ranges_keep_every_joined_row(spark) -> None:
     assert inner[3][("a", "k")] == null
 
 
-def _literal(value: object) -> str:
-    """A value of the plan's value queries as a person writes it in ``SET``: a literal of
-    its type (the key ranges' note says so), NULL for none."""
-    import datetime
-    import decimal
-
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, datetime.date):
-        return f"DATE '{value.isoformat()}'"
-    if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    assert isinstance(value, int | decimal.Decimal), value
-    return str(value)
-
-
-def test_key_ranges_run_by_hand(spark) -> None:
+def test_key_ranges_run_by_hand(spark, run_by_hand) -> None:
     """The plan as a person runs it (SET + ``${...}``): the ranges from its value query."""
-    from duckstream.engines.iceberg.engine import render, value_query
-    from duckstream.plan import Cleanup, CommitWith, PinSnapshot, PinWindow, StopUnless
-    from duckstream.spark import sql_with_commit_properties
-
     harness = SparkHarness(spark)
     for name, extra in (("a", "v"), ("b", "w")):
         columns = [*COLUMNS, Column(extra, "INTEGER")]
@@ -131,21 +109,5 @@ def test_key_ranges_run_by_hand(spark) -> None:
     plan = harness.compile(view)
     harness.setup(plan)
     harness.apply([Insert("a", ((-5, "2020-01-01", "0.00", "c", 8),)), Delete("b", "k = 7")])
-    cleanup = []
-    for step in plan.steps["maintain"]:
-        if isinstance(step, Cleanup):
-            cleanup.append(step.statement)
-        elif isinstance(step, PinSnapshot | PinWindow | SetValues):
-            for key, value in spark.sql(value_query(step)).collect()[0].asDict().items():
-                spark.sql(f"SET {key} = {_literal(value)}")
-        elif isinstance(step, StopUnless):
-            assert spark.conf.get(step.value[2:-1]) == "true"
-        elif isinstance(step, CommitWith):
-            resolved = {k: spark.conf.get(v[2:-1]) for k, v in step.properties}
-            sql_with_commit_properties(spark, step.statement, resolved)
-        else:
-            for sql in render(step):
-                spark.sql(sql).collect()
-    for sql in cleanup:
-        spark.sql(sql)
+    run_by_hand(plan)
     harness.check(plan, view, "after a refresh by hand")

@@ -7,17 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from duckstream.engines.iceberg.engine import render, value_query
 from duckstream.engines.iceberg.estimate import SparkPolicy
 from duckstream.errors import DuckstreamError
 from duckstream.plan import (
-    Cleanup,
     CommitWith,
     IVMPlan,
-    PinSnapshot,
-    PinWindow,
-    SetValues,
-    StopUnless,
 )
 from duckstream.spark import RebuildRequired, refresh
 from duckstream.testing.differential import (
@@ -77,31 +71,11 @@ def test_cursors_travel_in_the_mv_commit(spark) -> None:
     assert not spark.catalog.tableExists(plan.cursors_table)  # no second copy of them
 
 
-def test_plan_runs_by_hand_with_spark_variable_substitution(spark) -> None:
+def test_plan_runs_by_hand_with_spark_variable_substitution(spark, run_by_hand) -> None:
     """What the runner does, done the way its docstring tells a user: SET + ${...}."""
     harness, plan = _view(spark)
     harness.apply([Insert("t", ((3, 30),)), Delete("t", "k = 1")])
-    finally_ = []
-    for step in plan.steps["maintain"]:
-        if isinstance(step, Cleanup):
-            finally_.append(step.statement)
-        elif isinstance(step, PinSnapshot | PinWindow | SetValues):
-            for key, value in spark.sql(value_query(step)).collect()[0].asDict().items():
-                spark.sql(f"SET {key} = {str(value).lower()}")
-            if isinstance(step, PinWindow):
-                spark.sql(step.spec.check).collect()  # the window check, in SQL
-        elif isinstance(step, StopUnless):
-            assert spark.conf.get(step.value[2:-1]) == "true"
-        elif isinstance(step, CommitWith):
-            from duckstream.spark import sql_with_commit_properties
-
-            resolved = {k: spark.conf.get(v[2:-1]) for k, v in step.properties}
-            sql_with_commit_properties(spark, step.statement, resolved)
-        else:
-            for sql in render(step):
-                spark.sql(sql).collect()
-    for sql in finally_:
-        spark.sql(sql)
+    run_by_hand(plan)
     harness.check(plan, VIEW, "after a refresh by hand")
     harness.apply([Insert("t", ((4, 40),))])
     harness.refresh(plan)  # the runner continues from the cursors committed by hand
