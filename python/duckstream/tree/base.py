@@ -560,11 +560,7 @@ def push_key_filter(relation: exp.Expr, condition: exp.Expr) -> bool:
         relations = [source.this] if source is not None else []
         relations += [j.this for j in inner.args.get("joins") or []]
         for relation in relations:
-            if relation.alias_or_name == key.table and not (
-                isinstance(relation, exp.Subquery)
-                and isinstance(relation.this, exp.Select)
-                and source_state(relation.this)
-            ):
+            if relation.alias_or_name == key.table and not _state(relation):
                 push_key_filter(relation, pushed)
     return True
 
