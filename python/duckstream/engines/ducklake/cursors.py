@@ -90,12 +90,17 @@ def newest_query(catalog: str, view: str, until: str | None = None, limit: int =
     """A query of ``(snapshot_id, commit_extra_info)`` of the newest commit of DuckLake
     ``catalog`` that recorded ``view``'s cursors (no row when none did), no newer than the
     snapshot SQL ``until`` when given."""
-    meta = metadata_database(catalog)
     bound = f" AND snapshot_id <= {until}" if until else ""
+    return f"{commits_query(catalog, view)}{bound} ORDER BY snapshot_id DESC LIMIT {int(limit)}"
+
+
+def commits_query(catalog: str, view: str) -> str:
+    """A query of ``(snapshot_id, commit_extra_info)`` of every commit of DuckLake
+    ``catalog`` that recorded ``view``'s cursors (ends with its WHERE clause)."""
+    meta = metadata_database(catalog)
     return (
         f"SELECT snapshot_id, commit_extra_info FROM {meta}.ducklake_snapshot_changes"
-        f" WHERE author = {_lit(AUTHOR)} AND commit_message = {_lit(message(view))}{bound}"
-        f" ORDER BY snapshot_id DESC LIMIT {int(limit)}"
+        f" WHERE author = {_lit(AUTHOR)} AND commit_message = {_lit(message(view))}"
     )
 
 

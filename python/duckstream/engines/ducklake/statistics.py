@@ -28,14 +28,28 @@ from duckstream.engines.ducklake.transaction import (
 
 _UNTRUSTED = "statistics_propagation"
 # the settings, and the database's identity: its attached DuckLakes' catalog paths (one
-# catalog file cannot be attached twice in a process, even by two databases)
+# catalog file cannot be attached twice in a process, even by two databases). One row per
+# DuckLake, and one for the system database (always there: the settings come back with no
+# DuckLake attached too); the paths joined in Python: the same read as one row, its paths
+# joined by ``string_agg(path ORDER BY path)`` in SQL, cost DuckDB 1.5.5 ~0.7 ms CPU more
+# (a refresh's fixed cost, ``python -m bench.fixed_cost``).
 _SETTINGS = (
     f"SELECT {_SYSTEM}current_setting('perfect_ht_threshold'),"
     f" {_SYSTEM}current_setting('disabled_optimizers'),"
-    f" (SELECT {_SYSTEM}string_agg(path, {_SYSTEM}chr(10) ORDER BY path)"
-    f" FROM {_SYSTEM}duckdb_databases() WHERE type = 'ducklake'),"
-    f" {_SYSTEM}current_transaction_id()"
+    f" {_SYSTEM}current_transaction_id(), type = 'ducklake', path"
+    f" FROM {_SYSTEM}duckdb_databases() WHERE type = 'ducklake' OR database_name = 'system'"
 )
+
+
+def _read_settings(con: Connection) -> tuple[int, str, str, object]:
+    """``perfect_ht_threshold``, ``disabled_optimizers``, the database's key (its DuckLakes'
+    paths, sorted, one a line) and the transaction id, in one read (:data:`_SETTINGS`)."""
+    rows = con.execute(_SETTINGS).fetchall()
+    threshold, disabled, transaction = rows[0][:3]
+    key = "\n".join(
+        sorted(str(path) for _, _, _, ducklake, path in rows if ducklake and path is not None)
+    )
+    return int(threshold), str(disabled or ""), key, transaction
 
 
 @dataclass
@@ -119,11 +133,10 @@ def _untrust(con: Connection, outside: _Outside | None = None) -> tuple[int, str
     nothing is counted and the setting is as it was (``outside``: a transaction open raises
     :class:`TransactionOpen`, nothing set)."""
     with _untrusting_lock:  # the read too: it must not see a refresh's value as the user's
-        threshold, disabled, key, transaction = con.execute(_SETTINGS).fetchone()
+        threshold, disabled, key, transaction = _read_settings(con)
         if outside is not None and (transaction,) == outside.transaction:
             _refuse(outside.operation)
-        key = str(key or "")
-        off = [o for o in (o.strip() for o in str(disabled or "").split(",")) if o]
+        off = [o for o in (o.strip() for o in disabled.split(",")) if o]
         # no SET when it is off: another refresh runs on the database (found), or the user
         # turned it off. On while one runs: another database whose DuckLakes have the same
         # paths (PostgreSQL catalogs), or the user's SET meanwhile: off again, and the last
@@ -132,7 +145,7 @@ def _untrust(con: Connection, outside: _Outside | None = None) -> tuple[int, str
             con.execute(f"SET disabled_optimizers = {literal(','.join([*off, _UNTRUSTED]))}")
         found = _untrusting.setdefault(key, _Untrusting(off))
         found.running += 1
-        return int(threshold), key
+        return threshold, key
 
 
 def _trust_again(con: Connection, key: str) -> None:

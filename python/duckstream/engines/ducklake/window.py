@@ -6,10 +6,11 @@ between. The runner (:func:`.runner.run_statements`) pins it when it meets the
 plan's :class:`~duckstream.plan.PinWindow` step (its spec a :class:`WindowSpec`) with two
 plain reads of the catalogs' metadata (:func:`read`): each catalog's end (the
 transaction's snapshot, ``ducklake_current_snapshot``) with the view's cursors (the extra info
-of the newest commit that recorded them, :mod:`duckstream.engines.ducklake.cursors`) and the table
-id each source's name points to at that end; then each catalog's snapshot log from its oldest
-cursor to its end, with, per source, whether the catalog's file lists show data files added,
-data files dropped or delete files written in its window. :func:`window_from` checks those
+of the newest commit that recorded them, :mod:`duckstream.engines.ducklake.cursors`); then
+each catalog's snapshot log from its oldest cursor to its end, with, per source, whether the
+catalog's file lists show data files added, data files dropped or delete files written in its
+window. A third read, the table id each source's name points to at that end, runs only when a
+snapshot of the window lists DDL (:func:`renames_possible`). :func:`window_from` checks those
 rows, and the runner sets the window variable to the literal result. This is what every
 refresh pays before it reads any change, so it is kept small on purpose:
 
@@ -63,10 +64,14 @@ from duckstream.strategy import History
 INSERT_KINDS = frozenset({"inserted_into_table", "inlined_insert"})
 DELETE_KINDS = frozenset({"deleted_from_table", "inlined_delete"})
 ALTER_KINDS = frozenset({"altered_table", "dropped_table"})
+# The kinds that change a table's rows only: a window whose snapshots list nothing else
+# cannot have pointed a table's name to another table (:func:`renames_possible`).
+ROW_KINDS = INSERT_KINDS | DELETE_KINDS
 
 # One item of ``changes_made``: ``kind:target``, the target a number (a table id) or quoted
 # names, which may hold commas (``created_table:"main"."a,b"``).
 _ITEM = re.compile(r'([a-z_]+):((?:"(?:[^"]|"")*"\.?)+|[^,]*)(?:,|$)')
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')  # one quoted name of a target
 
 
 @dataclass(frozen=True)
@@ -187,6 +192,58 @@ def changed_tables(changes_made: str | None) -> list[tuple[str, str]]:
     return items
 
 
+def renames_possible(
+    snapshots: list[tuple[int, str | None]],
+    cursor: int,
+    recorded: int | None = None,
+    sources: frozenset[tuple[str, str]] = frozenset(),
+) -> bool:
+    """Whether a snapshot of ``snapshots`` after ``cursor`` could have pointed a table name
+    to another table. A name points to another table only through DDL, which DuckLake lists
+    in the snapshot's ``changes_made``: ``created_table`` under the new name for a rename (DuckDB
+    1.5.5), ``dropped_table``, a schema created or dropped. Not through rows inserted or
+    deleted (:data:`ROW_KINDS`), nor ``altered_table`` (columns, comments; a source's is a
+    rebuild of its own, :data:`ALTER_KINDS`). ``recorded``: the snapshot that recorded the
+    view's cursors, duckstream's own commit, whose DDL creates the view's own tables (its
+    table, the cursors log, a guard, dbt's state): its ``created_table`` items count only for
+    a name of ``sources`` (``(schema, table)``, lower case). A snapshot that lists nothing
+    counts (unknown).
+
+    The cursors a window starts from were recorded by a refresh that read each source's
+    table id at the cursor snapshot: with no such snapshot since, every name still points
+    there, and the window need not read the table ids again (~1 ms CPU of every refresh's
+    pin, DuckDB 1.5.5).
+
+    >>> renames_possible([(3, "inlined_insert:5"), (4, "inserted_into_table:7")], 3)
+    False
+    >>> renames_possible([(3, 'created_table:"main"."t"'), (4, "altered_table:5")], 3)
+    False
+    >>> renames_possible([(3, "inlined_insert:5"), (4, 'created_table:"main"."t"')], 3)
+    True
+    >>> mine = 'created_table:"main"."mv",inlined_insert:2'
+    >>> renames_possible([(4, mine)], 3, 4, frozenset({("main", "t")}))
+    False
+    >>> renames_possible([(4, mine)], 3, 4, frozenset({("main", "mv")}))
+    True
+    >>> renames_possible([(4, None)], 3)
+    True
+    """
+    for snapshot_id, changes_made in snapshots:
+        if snapshot_id <= cursor:
+            continue
+        if changes_made is None:
+            return True
+        for kind, target in changed_tables(changes_made):
+            if kind in ROW_KINDS or kind == "altered_table":
+                continue
+            if kind == "created_table" and snapshot_id == recorded:
+                names = [n.replace('""', '"').lower() for n in _QUOTED.findall(target)]
+                if len(names) == 2 and (names[0], names[1]) not in sources:
+                    continue
+            return True
+    return False
+
+
 def window_from(
     spec: WindowSpec,
     cursors: list[tuple[str, int, int]],
@@ -303,41 +360,36 @@ def read(
     one and not the other; read first, the end is never newer than what the metadata reads
     see (they are bounded by it), so no cursor commit or change below it is missed."""
     view_catalog = spec.view.split(".", 1)[0]
-    current = {c: f"(SELECT id FROM ducklake_current_snapshot({_lit(c)}))" for c in spec.catalogs}
+    # each catalog's end as a relation of one column ``id``
+    current = {c: f"ducklake_current_snapshot({_lit(c)})" for c in spec.catalogs}
     if ends_first:
         found = con.execute(
-            "SELECT " + ", ".join(f"CAST({current[c]} AS BIGINT)" for c in spec.catalogs)
+            "SELECT "
+            + ", ".join(f"(SELECT CAST(id AS BIGINT) FROM {current[c]})" for c in spec.catalogs)
         ).fetchone()
-        current = {c: str(int(end)) for c, end in zip(spec.catalogs, found, strict=True)}
-    # 1. each catalog's end, the view's newest cursors no newer than its catalog's end (and
-    #    the commits before them, for ``history``), and the table id each source's name
-    #    points to at that end
+        current = {c: f"(SELECT {int(e)} AS id)" for c, e in zip(spec.catalogs, found, strict=True)}
+    # 1. each catalog's end, and the view's newest cursors no newer than its catalog's end
+    #    (and the commits before them, for ``history``): one row per commit, newest first,
+    #    the ends on each (one row, no commit, when none recorded them). A join, each end
+    #    read once: as a UNION ALL of the ends' rows and the commits' (the view catalog's end
+    #    read again to bound them) it cost DuckDB 1.5.5 ~0.7 ms CPU more.
     limit = ducklake_cursors.HISTORY if history else 1
-    newest = ducklake_cursors.newest_query(
-        view_catalog, spec.view, until=current[view_catalog], limit=limit
-    )
-    first = " UNION ALL ".join(
-        [
-            *(
-                f"SELECT 'end' AS row_kind, {k} AS n,"
-                f" CAST({current[c]} AS BIGINT) AS snapshot_id, NULL AS info"
-                for k, c in enumerate(spec.catalogs)
-            ),
-            f"SELECT 'cursors', NULL, * FROM ({newest})",
-            *_table_ids(spec),
-        ]
+    ends_from = " CROSS JOIN ".join(f"{current[c]} AS e{k}" for k, c in enumerate(spec.catalogs))
+    ends_sql = ", ".join(f"CAST(e{k}.id AS BIGINT)" for k in range(len(spec.catalogs)))
+    first = (
+        f"SELECT {ends_sql}, c.snapshot_id, c.commit_extra_info FROM {ends_from}"
+        f" LEFT JOIN ({ducklake_cursors.commits_query(view_catalog, spec.view)}) AS c"
+        f" ON c.snapshot_id <= e{spec.catalogs.index(view_catalog)}.id"
+        f" ORDER BY c.snapshot_id DESC NULLS LAST LIMIT {int(limit)}"
     )
     ends: dict[int, int] = {}
     cursors: list[tuple[str, int, int]] = []
-    tables: dict[str, int | None] = dict.fromkeys(spec.sources)
     commits: list[tuple[int, str]] = []
-    for row_kind, n, value, info in con.execute(first).fetchall():
-        if row_kind == "cursors":
-            commits.append((int(value), info))
-        elif row_kind == "end":
-            ends[n] = int(value)
-        elif value is not None:
-            tables[spec.sources[n]] = int(value)
+    width = len(spec.catalogs)
+    for row in con.execute(first).fetchall():
+        ends = {k: int(end) for k, end in enumerate(row[:width])}
+        if row[width] is not None:
+            commits.append((int(row[width]), row[width + 1]))
     commits.sort(reverse=True)
     if commits:
         cursors = ducklake_cursors.parse(commits[0][1])
@@ -355,23 +407,48 @@ def read(
     second = []
     for k, meta in enumerate(map(ducklake_cursors.metadata_database, spec.catalogs)):
         second.append(
-            f"SELECT {k} AS catalog, s.snapshot_id, c.changes_made, NULL AS source,"
+            f"SELECT {k} AS catalog, s.snapshot_id, c.changes_made, NULL AS table_id,"
             " NULL AS added, NULL AS removed"
             f" FROM {meta}.ducklake_snapshot AS s"
             f" LEFT JOIN {meta}.ducklake_snapshot_changes AS c USING (snapshot_id)"
             f" WHERE s.snapshot_id >= {since[k]} AND s.snapshot_id <= {ends[k]}"
         )
         if bounds[k]:
-            second.append(_file_changes(k, meta, bounds[k], ends[k]))
+            second.append(_file_changes(k, meta, {t for _, t, _ in bounds[k]}, ends[k]))
     log: dict[int, list[tuple[int, str | None]]] = {k: [] for k in ends}
-    files: dict[str, tuple[bool, bool]] = {}
-    for catalog, snapshot_id, changes_made, n, added, removed in con.execute(
+    newest: dict[tuple[int, int], tuple[int, int]] = {}
+    for catalog, snapshot_id, changes_made, table_id, added, removed in con.execute(
         " UNION ALL ".join(second)
     ).fetchall():
-        if n is None:
+        if table_id is None:
             log[catalog].append((int(snapshot_id), changes_made))
         else:
-            files[spec.sources[n]] = (bool(added), bool(removed))
+            was = newest.get((catalog, table_id), (-1, -1))
+            newest[(catalog, table_id)] = (
+                max(was[0], -1 if added is None else int(added)),
+                max(was[1], -1 if removed is None else int(removed)),
+            )
+    files = {
+        spec.sources[n]: _files_moved(newest, k, table_id, cursor)
+        for k, found in bounds.items()
+        for n, table_id, cursor in found
+    }
+    # 3. the table id each source's name points to at its catalog's end, when a snapshot of
+    #    its window could have moved a name (:func:`renames_possible`)
+    tables: dict[str, int | None] | None = None
+    # the snapshot that recorded the cursors: the view catalog's (its DDL is duckstream's own)
+    recorded = commits[0][0] if commits else None
+    moved = [
+        renames_possible(log[k], since[k])
+        if c != view_catalog
+        else renames_possible(log[k], since[k], recorded, _names_in(spec, c))
+        for k, c in enumerate(spec.catalogs)
+    ]
+    if any(moved) and (ids := _table_ids(spec)):
+        tables = dict.fromkeys(spec.sources)
+        for _, n, value, _ in con.execute(" UNION ALL ".join(ids)).fetchall():
+            if value is not None:
+                tables[spec.sources[n]] = int(value)
     window = window_from(spec, cursors, ends, log, tables, files)
     if ends_first and (mislabeled := _mislabeled(con, spec, window)):
         source, label = mislabeled
@@ -441,6 +518,15 @@ def with_unset(spec: WindowSpec) -> str:
     )
 
 
+def _names_in(spec: WindowSpec, catalog: str) -> frozenset[tuple[str, str]]:
+    """The ``(schema, table)`` names (lower case) of the sources of ``spec`` in ``catalog``."""
+    return frozenset(
+        (schema.lower(), name.lower())
+        for c, schema, name in (s.split(".", 2) for s in spec.sources)
+        if c == catalog
+    )
+
+
 def _table_ids(spec: WindowSpec) -> list[str]:
     """Per catalog, a query of ``('table', source index, table id)``: the table each source's
     name points to now (no row: none), read inside the refresh's transaction, so at the same
@@ -467,26 +553,36 @@ def _table_ids(spec: WindowSpec) -> list[str]:
     return queries
 
 
-def _file_changes(k: int, meta: str, bounds: list[tuple[int, int, int]], end: int) -> str:
-    """Per source ``(index, table id, cursor)`` of catalog ``k``: whether its window added data
-    files (``added``), and dropped data files or wrote delete files (``removed``): the places
-    DuckLake's insertions and deletions feeds read rows from, besides inlined rows (small
-    changes kept in the catalog, always listed in the snapshot log: DuckLake nets a
-    transaction's inlined inserts and deletes before it commits). One grouped read of the
-    file lists (correlated EXISTS per source cost ~1 ms each to plan)."""
-    values = ", ".join(f"({n}, {table_id}, {cursor})" for n, table_id, cursor in bounds)
-    ids = ", ".join(sorted({str(table_id) for _, table_id, _ in bounds}))
+def _file_changes(k: int, meta: str, table_ids: set[int], end: int) -> str:
+    """Rows ``(k, NULL, NULL, table id, added, removed)`` of catalog ``k``'s file lists up to
+    ``end``, per table of ``table_ids``: the newest snapshot that added a data file
+    (``added``), and the newest that dropped a data file or wrote a delete file
+    (``removed``, one row of each kind); :func:`_files_moved` compares them with each
+    source's cursor. Those are the places DuckLake's insertions and deletions feeds read rows
+    from, besides inlined rows (small changes kept in the catalog, always listed in the
+    snapshot log: DuckLake nets a transaction's inlined inserts and deletes before it
+    commits). Grouped by table, the cursors compared in Python: the same read joined to the
+    cursors in SQL (``VALUES``, ``LEFT JOIN``, grouped by source) took DuckDB 1.5.5 ~1.3 ms CPU
+    more to plan (correlated EXISTS per source: ~1 ms each)."""
+    ids = ", ".join(str(table_id) for table_id in sorted(table_ids))
     return (
-        f"SELECT {k}, NULL, NULL, w.n,"
-        " coalesce(max(x.added) > w.cursor, false), coalesce(max(x.removed) > w.cursor, false)"
-        f" FROM (VALUES {values}) AS w(n, table_id, cursor) LEFT JOIN ("
-        " SELECT table_id, begin_snapshot AS added,"
-        f" CASE WHEN end_snapshot <= {end} THEN end_snapshot END AS removed"
+        f"SELECT {k}, NULL, NULL, table_id, max(begin_snapshot),"
+        f" max(end_snapshot) FILTER (WHERE end_snapshot <= {end})"
         f" FROM {meta}.ducklake_data_file WHERE table_id IN ({ids}) AND begin_snapshot <= {end}"
-        " UNION ALL SELECT table_id, NULL, begin_snapshot"
+        f" GROUP BY table_id UNION ALL SELECT {k}, NULL, NULL, table_id, NULL, max(begin_snapshot)"
         f" FROM {meta}.ducklake_delete_file WHERE table_id IN ({ids}) AND begin_snapshot <= {end}"
-        ") AS x USING (table_id) GROUP BY w.n, w.cursor"
+        " GROUP BY table_id"
     )
+
+
+def _files_moved(
+    newest: dict[tuple[int, int], tuple[int, int]], k: int, table_id: int, cursor: int
+) -> tuple[bool, bool]:
+    """Whether a source (its catalog ``k``, table id and cursor) had data files added, and
+    data files dropped or delete files written, after its cursor: from ``newest``, per
+    ``(catalog, table id)`` the newest such snapshots (:func:`_file_changes`; -1: none)."""
+    added, removed = newest.get((k, table_id), (-1, -1))
+    return added > cursor, removed > cursor
 
 
 def _mislabeled(con: Any, spec: WindowSpec, window: Window) -> tuple[str, int] | None:
