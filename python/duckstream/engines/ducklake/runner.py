@@ -33,14 +33,17 @@ statements, by the plan's step kinds, :class:`~duckstream.strategy.Phase`) and l
 on the ``duckstream`` logger: a ``perf_counter`` per step. What a refresh pays whatever its
 view (one-row view, one-row insert, DuckDB 1.5.5): 18 statements, of which the plan's delta
 and apply are 3 (the DELETE replaced by a read of the delta: :attr:`Sql.needed`) and
-DuckLake's COMMIT 1; no change: 11. In CPU time (``python -m bench.fixed_cost``, medians of 40
-refreshes, four runs on a loaded 2-core machine): ~35-45 ms in all, of which the COMMIT 9-15,
-the pin 7-10 (its two metadata reads; the first touch of DuckLake in a transaction loads its
-snapshot, ~1.5 ms, whichever statement comes first), the change copy 4.5-6.5
-(``ducklake_table_insertions``), the settings and the transaction check 2.6-3.5, the delta's
-temporary table 1.5-2.4, the apply 2-3, the cursors 0.8-1.3, the clean-up 0.7-1. Reading the
-snapshot log in the pin's first statement (for the cursors the process last recorded) saved
-no CPU: planning the larger statement cost what the second one did.
+DuckLake's COMMIT 1; no change: 11. In CPU time (``python -m bench.fixed_cost --refreshes
+20``, medians, three runs on a loaded 2-core machine): ~29-33 ms in all, of which the COMMIT
+7-13, the change copy 4.5-5.4 (``ducklake_table_insertions``: the first read of the source
+at a new snapshot), the pin 4.9-5.8 (its two metadata reads and the SET; the first touch of
+DuckLake in a transaction loads its snapshot, ~1.5 ms, whichever statement comes first),
+the settings and the transaction check 1.8-2.2, the delta's temporary table 2-2.3, the apply
+2.2-2.5, the cursors ~1, the clean-up ~0.7. What was cut from the pin (7.6-8 ms before, same
+runs): the table ids, read only after DDL (:func:`.window.renames_possible`), the file lists
+grouped without the cursors, the ends read once. Reading the snapshot log in the pin's first
+statement (for the cursors the process last recorded) saved no CPU: planning the larger
+statement cost what the second one did.
 
 This module holds the flows (setup, refresh, auto's begin / choose / finish, rebuild); the
 pieces they use each have a module: :mod:`.steps` runs statement lists (the step
