@@ -53,10 +53,12 @@ Spark), the refill and the derived answer are each behind a test of it (``EXISTS
 FROM _ivm_decided_<n> WHERE [NOT] _ivm_decided)``), also inside every SELECT of the refill's
 input (:func:`~duckstream.tree.base.gated_states`). DuckDB 1.5.5 skips only the scans such a
 test stands beside: TPC-H Q10 with its LIMIT read lineitem whole for a refill it did not run
-(the hash join's other side). SF 1 append, CPU, before -> after the steps: Q3 with its LIMIT
-462 -> 157 ms (recomputing: 187), Q18 1537 -> 375 ms (486), Q10 803 -> 635 ms (265: the
-touched customers' groups need the lineitems of all their orders, which no key of the
-change prunes: lineitem is read whole, as recomputing reads it).
+(the hash join's other side). TPC-H with LIMIT, SF 1 append, CPU medians of 3 alternating
+runs on a loaded machine, before -> after the steps (recomputing): Q3 523 -> 174 ms (215),
+Q18 2214 -> 355 ms (510), Q10 903 -> 654 ms (280: the touched customers' groups need the
+lineitems of all their orders, which no key of the change prunes, so lineitem is read whole
+as recomputing reads it; bounding a touched group's new sum by ``t_K``'s plus its delta
+could spare that, not done).
 """
 
 from __future__ import annotations
@@ -511,10 +513,10 @@ class _Parts:
 
     def any_row(self, part: str, table: exp.Table) -> exp.Expr | None:
         """Where the parts are steps: a run-time value, whether ``table`` (the part
-        ``part``) has a row. A
-        constant of the statements after it: DuckDB 1.5.5 plans a relation under a false
-        one as no rows, its scans gone (an append that touches no group of TPC-H Q18 with
-        its LIMIT still began the scans of the touched groups' recomputation, ~35 ms)."""
+        ``part``) has a row. A constant of the statements after it: DuckDB 1.5.5 plans a
+        relation under a false one as no rows, its scans gone (an append that touches no
+        group of TPC-H Q18 with its LIMIT still began the scans of the touched groups'
+        recomputation, ~45 ms of CPU)."""
         if self.steps is None:
             return None
         engine = self.ctx.engine
