@@ -77,12 +77,19 @@ class BagSink(Sink):
     def maintain(self) -> list[Step]:
         cols = self.visible_columns()
         delta = self.temp("delta")
+        # the steps the delta asks to run before it (where temporary tables are made once)
+        first: list[Step] = []
+        self.ctx.steps_first = first if self.engine.shares_ctes else None
+        try:
+            changed = self.relation.delta(self.ctx)
+        finally:
+            self.ctx.steps_first = None
         net = (
             exp.select(
                 *(col(c) for c in cols),
                 exp.alias_(exp.cast(exp.Sum(this=col(MULT)), exp.DataType.build("bigint")), MULT),
             )
-            .from_(parenthesized(self.relation.delta(self.ctx), "_ivm_d"))
+            .from_(parenthesized(changed, "_ivm_d"))
             .group_by(*(col(c) for c in cols), copy=False)
             .having(
                 exp.NEQ(this=exp.Sum(this=col(MULT)), expression=exp.Literal.number(0)),
@@ -137,7 +144,7 @@ class BagSink(Sink):
             removes=negative,
             appends=self._appends() if self.relation.only_grows() else None,
         )
-        return [self.engine.create_temp(delta, numbered_net), *replace]
+        return [*first, self.engine.create_temp(delta, numbered_net), *replace]
 
     def _appends(self) -> exp.Select:
         """The rows to insert when the view only grows (every changed source appended, and

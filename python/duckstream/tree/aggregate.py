@@ -291,7 +291,7 @@ def regrouped(
     block: Block,
     groups: list[exp.Expr],
     close: Callable[[Term], exp.Select],
-    affected: str,
+    affected: str | exp.Table,
     version: Version,
     sign: int,
     wanted: dict[int, exp.Query] | None = None,
@@ -396,7 +396,7 @@ class Aggregate(Relation):
         """The keys of the groups the input's delta touches (``_ivm_g<i>``)."""
         return affected_groups(ctx, self.input, self.groups)
 
-    def regrouped_at(self, ctx: Context, touched: str, version: Version) -> exp.Query:
+    def regrouped_at(self, ctx: Context, touched: str | exp.Table, version: Version) -> exp.Query:
         """The rows of the groups whose keys are rows of the table ``touched``, at
         ``version`` (``_ivm_mult`` 1 each)."""
         parts = regrouped(ctx, self.input, self.groups, self._close, touched, version, 1)

@@ -26,6 +26,7 @@ from duckstream.engines.base import MULT, Engine, Source, Version
 from duckstream.expressions import conjuncts, ident, parenthesized
 
 if TYPE_CHECKING:
+    from duckstream.plan import Step
     from duckstream.tree.shared_cte import Shares
 
 # Whether restrictions to keys are spelled as uncorrelated semi-joins (:func:`restrict_to`
@@ -711,6 +712,11 @@ class Context:
     shared_ctes: dict[tuple[str, str], str] = field(default_factory=dict)
     # their tables while the refresh's steps are generated (None: every reference inlines)
     shares: Shares | None = None
+    # steps the sink runs before the statement of the delta it asked for (temporary tables
+    # and run-time values that delta reads, :mod:`duckstream.tree.top_k`), while it collects
+    # them; None: the operator inlines them instead (where the engine would compute a
+    # temporary table again at each read: Spark's temporary views)
+    steps_first: list[Step] | None = None
 
 
 class Leaf(ABC):

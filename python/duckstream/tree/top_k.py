@@ -38,16 +38,27 @@ an old row matters only where ``T`` holds it, so
 
 reads the touched groups at the new snapshot only (the aggregate's own delta,
 :func:`~duckstream.tree.aggregate.regroup_delta`, recomputes them at both). Any other input
-gives its delta. Either is built as the window operator builds its terms, without key
-filters pushed into the sources' states (with them TPC-H Q18 with its LIMIT refreshed in
-13.8 s of CPU against 1.6 s, SF 1 append: DuckDB 1.5.5 estimates the touched groups at
-billions of rows and builds its hash tables on the tables instead).
+gives its delta.
 
-The plan holds the refill beside the derived answer, each behind a test of the decision
-(``EXISTS (SELECT 1 FROM _ivm_decided_<n> WHERE [NOT] _ivm_decided)``), also inside every
-SELECT of the refill's input (:func:`~duckstream.tree.base.gated_states`): an engine skips
-the scans of the branch the test rules out (DuckDB 1.5.5 does when the test stands beside
-the scans, not above an aggregate).
+Where the engine makes a temporary table once (:attr:`~duckstream.tree.base.Context.
+steps_first`, DuckLake), the parts are steps before the delta's statement: the touched
+groups' keys, ``T`` numbered, ``C`` ranked beside ``t_K``, the decision a run-time value,
+then the delta. The touched groups recomputed read their sources through key filters pushed
+into the sources' states: the keys are a table whose size DuckDB knows (as a CTE, DuckDB
+1.5.5 estimated them at billions of rows and built its hash tables on the sources instead:
+TPC-H Q18 with its LIMIT took 13.8 s of CPU that way, SF 1 append, so the CTE form keeps
+the states unfiltered). The decision, a constant of the delta's statement there, rules the
+refill's scans out when planning; as a one-row CTE (where temporary tables are views:
+Spark), the refill and the derived answer are each behind a test of it (``EXISTS (SELECT 1
+FROM _ivm_decided_<n> WHERE [NOT] _ivm_decided)``), also inside every SELECT of the refill's
+input (:func:`~duckstream.tree.base.gated_states`). DuckDB 1.5.5 skips only the scans such a
+test stands beside: TPC-H Q10 with its LIMIT read lineitem whole for a refill it did not run
+(the hash join's other side). TPC-H with LIMIT, SF 1 append, CPU medians of 3 alternating
+runs on a loaded machine, before -> after the steps (recomputing): Q3 523 -> 174 ms (215),
+Q18 2214 -> 355 ms (510), Q10 903 -> 654 ms (280: the touched customers' groups need the
+lineitems of all their orders, which no key of the change prunes, so lineitem is read whole
+as recomputing reads it; bounding a touched group's new sum by ``t_K``'s plus its delta
+could spare that, not done).
 """
 
 from __future__ import annotations
@@ -249,10 +260,7 @@ class TopK(Relation):
 
     def delta(self, ctx: Context) -> exp.Query:
         ctx.counter += 1
-        n = ctx.counter
-        kept, candidates, ranked, decided = (
-            f"_ivm_{part}_{n}" for part in ("kept", "candidates", "ranked", "decided")
-        )
+        parts = _Parts(ctx, ctx.counter)
         cols = self.columns_read
         guard = changed_flag(ctx, [self.input])
         last = exp.Literal.number(self.last)
@@ -260,11 +268,15 @@ class TopK(Relation):
         def plain(alias: str | None = None) -> list[exp.Expr]:
             return [col(c, alias) for c in cols]
 
-        # T, in the input's columns, one row per row
+        # T, in the input's columns, one row per row, numbered in the order (_ivm_k)
         if self.kept_rows is not None:
             by_name = {item.this.name: item.alias for item in reversed(self.items)}
             old = exp.select(*(exp.alias_(col(by_name[c], "_ivm_v"), ident(c)) for c in cols))
             old = old.from_(parenthesized(self.kept_rows.copy(), "_ivm_v")).where(guard)
+            number = exp.Window(this=exp.RowNumber(), order=self._order_expr(None))
+            numbered_old = exp.select(*plain(), exp.alias_(number, "_ivm_k")).from_(
+                parenthesized(old, "_ivm_o")
+            )
         else:
             with states_unfiltered():
                 (term,) = self.input.state_terms(ctx, Version.OLD)
@@ -272,42 +284,49 @@ class TopK(Relation):
                 *(exp.alias_(col(c, INPUT), ident(c)) for c in cols),
                 exp.alias_(exp.Window(this=exp.RowNumber(), order=self._order_expr(INPUT)), RANK),
             )
-            old = (
-                exp.select(*plain(TOP))
+            numbered_old = (
+                exp.select(*plain(TOP), exp.alias_(col(RANK, TOP), "_ivm_k"))
                 .from_(parenthesized(numbered, TOP))
                 .where(exp.and_(guard, _in_ranks(col(RANK, TOP), 0, self.last)), copy=False)
             )
+        grouped = self._grouped_input()
+        touched = None
+        if grouped is not None:
+            # over groups: the touched groups' keys, made first where temporary tables are
+            # (then DuckDB knows how few they are, see the module docstring)
+            aggregate, outputs, keys = grouped
+            touched = parts.place("touched", aggregate.touched(ctx))
+        kept = parts.place("kept", numbered_old)
         # C: T and the input's changes, netted by content, the rows left with a count
         one = exp.cast(exp.Literal.number(1), exp.DataType.build("bigint"))
-        kept_once = exp.select(*plain(), exp.alias_(one, "_ivm_n")).from_(kept)
-        grouped = self._grouped_input()
-        extra: list[tuple[str, exp.Query]] = []
+        kept_once = exp.select(*plain(), exp.alias_(one, "_ivm_n")).from_(
+            kept.copy().as_("_ivm_kept")
+        )
         if grouped is not None:
-            # over groups: the kept rows of the groups the changes leave untouched, and the
-            # touched groups as they are now (their old rows matter only where T holds them)
-            aggregate, outputs, keys = grouped
-            touched = f"_ivm_touched_{n}"
-            extra.append((touched, aggregate.touched(ctx)))
-            with states_unfiltered():
+            # the kept rows of the groups the changes leave untouched, and the touched groups
+            # as they are now (their old rows matter only where T holds them)
+            assert touched is not None
+            if parts.steps is not None:  # a table of known size: key filters into the states
                 now = aggregate.regrouped_at(ctx, touched, Version.NEW)
-            changes = [
-                exp.select(
-                    *(exp.alias_(col(outputs[c], "_ivm_a"), ident(c)) for c in cols),
-                    exp.alias_(col(MULT, "_ivm_a"), "_ivm_n"),
-                ).from_(parenthesized(now, "_ivm_a"))
-            ]
+            else:
+                with states_unfiltered():
+                    now = aggregate.regrouped_at(ctx, touched, Version.NEW)
+            regrouped = exp.select(
+                *(exp.alias_(col(outputs[c], "_ivm_a"), ident(c)) for c in cols),
+                exp.alias_(col(MULT, "_ivm_a"), "_ivm_n"),
+            ).from_(parenthesized(now, "_ivm_a"))
+            any_touched = parts.any_row("touched", touched)
+            if any_touched is not None:
+                regrouped = regrouped.where(any_touched, copy=False)
+            changes = [regrouped]
             match = null_safe_match(
                 [col(f"_ivm_g{i}", "_ivm_t") for i in keys.values()],
-                [col(c, kept) for c in keys],
+                [col(c, "_ivm_kept") for c in keys],
             )
-            kept_once = kept_once.where(
-                exp.not_(
-                    exp.Exists(
-                        this=exp.select("1").from_(exp.to_table(touched).as_("_ivm_t")).where(match)
-                    )
-                ),
-                copy=False,
+            untouched = exp.not_(
+                exp.Exists(this=exp.select("1").from_(touched.copy().as_("_ivm_t")).where(match))
             )
+            kept_once = kept_once.where(untouched, copy=False)
         else:
             with states_unfiltered():
                 terms = self.input.delta_terms(ctx)
@@ -320,7 +339,7 @@ class TopK(Relation):
             ]
         both = union_all([kept_once, *changes])
         count = exp.Sum(this=col("_ivm_n"))
-        netted = (
+        candidates = (
             exp.select(
                 *plain(), exp.alias_(exp.cast(count, exp.DataType.build("bigint")), "_ivm_n")
             )
@@ -330,23 +349,19 @@ class TopK(Relation):
         )
         # t_K beside C, after the rows equal to it: the running count there is how many rows
         # of C come at or before it
-        numbered_kept = exp.select(
-            *plain(),
-            exp.alias_(exp.Window(this=exp.RowNumber(), order=self._order_expr(None)), "_ivm_k"),
-        ).from_(kept)
         zero = exp.cast(exp.Literal.number(0), exp.DataType.build("bigint"))
         boundary = (
             exp.select(
                 *plain(), exp.alias_(zero, "_ivm_n"), exp.alias_(exp.Literal.number(1), "_ivm_last")
             )
-            .from_(parenthesized(numbered_kept, "_ivm_l"))
+            .from_(kept.copy())
             .where(_in_ranks(col("_ivm_k"), self.last - 1, self.last), copy=False)
         )
         beside = union_all(
             [
                 exp.select(
                     *plain(), "_ivm_n", exp.alias_(exp.Literal.number(0), "_ivm_last")
-                ).from_(candidates),
+                ).from_(parenthesized(candidates, "_ivm_s")),
                 boundary,
             ]
         )
@@ -362,35 +377,19 @@ class TopK(Relation):
                 kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW"
             ),
         )
-        ranked_rows = exp.select(
-            *plain(), "_ivm_n", "_ivm_last", exp.alias_(running, "_ivm_upto")
-        ).from_(parenthesized(beside, "_ivm_r"))
-        # decided: T was all of R, or C vouches for K rows
-        kept_count = exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(kept))
-        vouched = exp.Subquery(
-            this=exp.select(exp.Max(this=col("_ivm_upto")))
-            .from_(ranked)
+        ranked = parts.place(
+            "ranked",
+            exp.select(*plain(), "_ivm_n", "_ivm_last", exp.alias_(running, "_ivm_upto")).from_(
+                parenthesized(beside, "_ivm_r")
+            ),
+        )
+        # decided: T was all of R (no K-th row), or C vouches for K rows
+        vouched = exp.func("COALESCE", exp.Max(this=col("_ivm_upto")), last.copy())
+        decided, undecided = parts.decision(
+            exp.select(exp.alias_(exp.GTE(this=vouched, expression=last.copy()), "_ivm_decided"))
+            .from_(ranked.copy())
             .where(exp.EQ(this=col("_ivm_last"), expression=exp.Literal.number(1)))
         )
-        decision = exp.select(
-            exp.alias_(
-                exp.or_(
-                    exp.LT(this=kept_count, expression=last.copy()),
-                    exp.GTE(
-                        this=exp.func("COALESCE", vouched, exp.Literal.number(0)),
-                        expression=last.copy(),
-                    ),
-                ),
-                "_ivm_decided",
-            )
-        )
-
-        def when(decided_is: bool) -> exp.Exists:
-            test = col("_ivm_decided")
-            return exp.Exists(
-                this=exp.select("1").from_(decided).where(test if decided_is else exp.not_(test))
-            )
-
         # the new ranks (m, K] of C, each row's count cut to the part of it inside them
         upto, own = col("_ivm_upto", "_ivm_c"), col("_ivm_n", "_ivm_c")
         before = exp.Sub(this=upto, expression=own)
@@ -402,49 +401,36 @@ class TopK(Relation):
         )
         derived = (
             exp.select(*self._over("_ivm_c"), exp.alias_(inside, MULT))
-            .from_(exp.to_table(ranked).as_("_ivm_c"))
+            .from_(ranked.copy().as_("_ivm_c"))
             .where(
                 exp.and_(
                     exp.EQ(this=col("_ivm_last", "_ivm_c"), expression=exp.Literal.number(0)),
                     exp.LT(this=before.copy(), expression=last.copy()),
                     exp.GT(this=upto.copy(), expression=exp.Literal.number(self.skip)),
-                    when(True),
+                    decided,
                 ),
                 copy=False,
             )
         )
         # the refill: the new ranks of the input at the end snapshot, read only when undecided
-        with gated_states(when(False)):
+        with gated_states(undecided):
             refilled = self.state(ctx, Version.NEW)
         refill = (
             exp.select(*(col(c, "_ivm_f") for c in self.names), exp.alias_(one.copy(), MULT))
             .from_(parenthesized(refilled, "_ivm_f"))
-            .where(exp.and_(guard.copy(), when(False)), copy=False)
+            .where(exp.and_(guard.copy(), undecided.copy()), copy=False)
         )
         # minus the old ranks (m, K]: the rows of T after the first m
         minus = exp.cast(exp.Literal.number(-1), exp.DataType.build("bigint"))
+        gone = exp.select(*self._over("_ivm_o"), exp.alias_(minus, MULT)).from_(
+            kept.copy().as_("_ivm_o")
+        )
         if self.skip:
-            gone = (
-                exp.select(*self._over("_ivm_o"), exp.alias_(minus, MULT))
-                .from_(parenthesized(numbered_kept.copy(), "_ivm_o"))
-                .where(
-                    exp.GT(this=col("_ivm_k", "_ivm_o"), expression=exp.Literal.number(self.skip))
-                )
+            gone = gone.where(
+                exp.GT(this=col("_ivm_k", "_ivm_o"), expression=exp.Literal.number(self.skip)),
+                copy=False,
             )
-        else:
-            gone = exp.select(*self._over("_ivm_o"), exp.alias_(minus, MULT)).from_(
-                exp.to_table(kept).as_("_ivm_o")
-            )
-        query = union_all([derived, refill, gone])
-        for name, body in (
-            *extra,
-            (kept, old),
-            (candidates, netted),
-            (ranked, ranked_rows),
-            (decided, decision),
-        ):
-            query = query.with_(name, as_=body, copy=False)  # type: ignore[attr-defined]
-        return query
+        return parts.around(union_all([derived, refill, gone]))
 
     def _grouped_input(self) -> tuple[Aggregate, dict[str, str], dict[str, int]] | None:
         """When the input is an aggregate's rows renamed (derived tables of plain columns,
@@ -481,6 +467,69 @@ class TopK(Relation):
 
     def _order_expr(self, alias: str | None) -> exp.Order:
         return exp.Order(expressions=self._order(alias))
+
+
+class _Parts:
+    """Where the parts of one top-k delta go: each a temporary table that a step makes before
+    the delta's statement, where the sink collects such steps (:attr:`Context.steps_first`),
+    the decision a run-time value then; else CTEs of that statement, the decision a one-row
+    CTE."""
+
+    def __init__(self, ctx: Context, n: int) -> None:
+        self.ctx, self.n = ctx, n
+        self.steps = ctx.steps_first
+        self.ctes: list[tuple[str, exp.Query]] = []
+
+    def place(self, part: str, query: exp.Query) -> exp.Table:
+        """``query`` made available as the returned table (copy it for each read)."""
+        if self.steps is None:
+            name = f"_ivm_{part}_{self.n}"
+            self.ctes.append((name, query))
+            return exp.to_table(name)
+        engine = self.ctx.engine
+        table = engine.temp_table(f"_ivm_{engine.slug()}_{part}_{self.n}")
+        self.steps.append(engine.create_temp(table, query))
+        return table
+
+    def decision(self, query: exp.Select) -> tuple[exp.Expr, exp.Expr]:
+        """The tests that the one boolean ``_ivm_decided`` of ``query``'s one row is true, and
+        that it is false. A run-time value is a constant of the delta's statement: DuckDB
+        1.5.5 then plans the branch it rules out as no rows, its scans gone; an ``EXISTS``
+        over a CTE does not spare the builds of the hash joins it does not stand beside
+        (TPC-H Q10 with its LIMIT read lineitem whole for a refill it did not run)."""
+        if self.steps is None:
+            decided = self.place("decided", query)
+            test = col("_ivm_decided")
+
+            def where(condition: exp.Expr) -> exp.Expr:
+                return exp.Exists(this=exp.select("1").from_(decided.copy()).where(condition))
+
+            return where(test), where(exp.not_(test.copy()))
+        engine = self.ctx.engine
+        name = f"decided_{self.n}"
+        self.steps.append(engine.set_runtime_value(name, query))
+        value = engine.runtime_value(name)
+        return value, exp.not_(value.copy())
+
+    def any_row(self, part: str, table: exp.Table) -> exp.Expr | None:
+        """Where the parts are steps: a run-time value, whether ``table`` (the part
+        ``part``) has a row. A constant of the statements after it: DuckDB 1.5.5 plans a
+        relation under a false one as no rows, its scans gone (an append that touches no
+        group of TPC-H Q18 with its LIMIT still began the scans of the touched groups'
+        recomputation, ~45 ms of CPU)."""
+        if self.steps is None:
+            return None
+        engine = self.ctx.engine
+        name = f"{part}_{self.n}_any"
+        has = exp.select(exp.Exists(this=exp.select("1").from_(table.copy())))
+        self.steps.append(engine.set_runtime_value(name, has))
+        return engine.runtime_value(name)
+
+    def around(self, query: exp.Query) -> exp.Query:
+        """``query`` with the parts placed as CTEs, in the order they were placed."""
+        for name, body in self.ctes:
+            query = query.with_(name, as_=body, copy=False)  # type: ignore[attr-defined]
+        return query
 
 
 def _single_derived(block: Block) -> Derived | None:
