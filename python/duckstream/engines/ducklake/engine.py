@@ -580,16 +580,15 @@ class DuckLakeEngine(Engine):
     def create_temp(
         self, table: exp.Table, query: exp.Expr, changes_of: Source | None = None
     ) -> Step:
-        """A delta or state table's query with its old states read through a key filter
-        derived from the new state's read (:mod:`.old_states`): one scan of the source
-        instead of two."""
+        """A delta or state table's query with its key-filtered reads of a source through one
+        column sharing one scan, the old states derived from it (:mod:`.old_states`)."""
         if changes_of is None:
             reads = {
                 s.table().sql(dialect="duckdb"): (
                     _columns(s),
                     self._changes_table(s),
-                    self._cursor(s).sql(dialect="duckdb"),
-                    self._end(s.catalog).sql(dialect="duckdb"),
+                    self._cursor(s),
+                    self._end(s.catalog),
                 )
                 for s in self.sources
                 if s.columns is not None
