@@ -94,7 +94,7 @@ def _key_condition(condition: exp.Expr, alias: str | None) -> exp.In | None:
     named |= {t.name for t in query.find_all(exp.Table)}
     if any(c.table and c.table not in named for c in query.find_all(exp.Column)):
         return None
-    return exp.In(this=exp.column(condition.this.name), query=query.copy())
+    return exp.In(this=exp.Column(this=condition.this.this.copy()), query=query.copy())
 
 
 def _conjuncts(where: exp.Expr | None) -> list[exp.Expr]:
@@ -306,7 +306,7 @@ def derive_old_states(
     for cte in query.find_all(exp.CTE):
         counts[cte.alias_or_name] = counts.get(cte.alias_or_name, 0) + 1
     counter = 0
-    for (source, column), group in groups.items():
+    for (source, _), group in groups.items():
         found = _shared_keys(group, counts)
         if found is None:
             continue
@@ -327,7 +327,8 @@ def derive_old_states(
         union = distinct[0].copy()
         for key in distinct[1:]:  # each set once: a query read again is computed again
             union = exp.union(union, key.copy(), distinct=False)
-        wanted = exp.In(this=exp.column(column), query=exp.Subquery(this=union))
+        key = group[0].conditions[0].this.copy()  # the column as spelled (quoted or not)
+        wanted = exp.In(this=key, query=exp.Subquery(this=union))
         body = exp.select(*_copies(columns)).from_(table).where(wanted, copy=False)
         top.with_(kept, as_=body, materialized=True, append=True, copy=False)
         for read in group:
