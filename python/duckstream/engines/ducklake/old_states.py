@@ -285,6 +285,12 @@ def _shared_keys(
             kept.append(read)
             keys += [q.unnest() if isinstance(q, exp.Subquery) else q for q in queries]
             moved.update((id(c), c) for c in hoisted)
+        # a read inside a CTE that moves would read the shared CTE before its definition
+        kept = [
+            r
+            for r in kept
+            if not any(a is c for a in _ancestors(r.subquery) for c in moved.values())
+        ]
         if len(kept) == len(group):
             return top, group, keys, _defined_first(list(moved.values()))
         group = kept
