@@ -137,14 +137,21 @@ def test_staged_relations_offer_their_changed_keys(view):
 
 
 def _reads_source_state(select: exp.Select) -> bool:
-    """Whether ``select`` reads a source's state directly: FROM ``(SELECT * FROM t AT ...)``."""
+    """Whether ``select`` reads a source's state directly: FROM ``(SELECT * FROM t AT ...)``,
+    or a read shared through the same key column (``SELECT ... FROM _ivm_kept_<n> WHERE
+    ...``, ``engines.ducklake.old_states``)."""
     source = select.args.get("from_")
-    return (
-        source is not None
-        and isinstance(source.this, exp.Subquery)
-        and isinstance(source.this.this, exp.Select)
-        and source.this.this.args["from_"].this.args.get("when") is not None
-    )
+    if source is None or not isinstance(source.this, exp.Subquery):
+        return False
+    inner = source.this.this
+    if not isinstance(inner, exp.Select):
+        return False
+    table = inner.args["from_"].this
+    return table.args.get("when") is not None or _shared_read(table)
+
+
+def _shared_read(table: exp.Expr) -> bool:
+    return isinstance(table, exp.Table) and table.name.startswith("_ivm_kept_")
 
 
 def test_a_subquery_grouped_over_a_grouped_subquery_reads_the_changed_keys_only():
@@ -176,7 +183,9 @@ def test_a_subquery_grouped_over_a_grouped_subquery_reads_the_changed_keys_only(
             if not isinstance(inner, exp.Select) or _reads_source_state(inner):
                 continue
             table = inner.args["from_"].this
-            if isinstance(table, exp.Table) and table.name in ("orders", "lineitem"):
+            if isinstance(table, exp.Table) and (
+                table.name in ("orders", "lineitem") or _shared_read(table)
+            ):
                 states += 1
                 assert " IN (SELECT " in relation.sql(), f"{relation.alias_or_name} read whole"
     assert groupings and states
