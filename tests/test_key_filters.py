@@ -212,3 +212,24 @@ def test_old_state_through_a_key_filter_is_derived_from_the_new_state(query):
             continue
         where = table.parent_select.args.get("where")
         assert where is None or "_ivm_affected" not in where.sql()
+
+
+def test_reads_through_one_key_column_share_one_read():
+    """TPC-H Q17 reads lineitem through the changed parts in several terms, at both ends of
+    the window (the outer lineitem, the subquery's average per part): those reads share one
+    key-filtered read of lineitem at the end (``_ivm_kept_<n>``), the old ones derived from it."""
+    plan = compile_ivm(
+        tpch_view("17"), mv_name="v", mv_catalog="lake", mv_schema="main", schema=tpch_schema()
+    )
+    (delta,) = [
+        s for s in plan.maintain if s.startswith("CREATE") and s.split(" AS ")[0].endswith("_delta")
+    ]
+    statement = sqlglot.parse_one(delta, read="duckdb")
+    shared = [
+        c
+        for c in statement.find_all(exp.CTE)
+        if c.alias.startswith("_ivm_kept_") and c.this.find(exp.Table).name == "lineitem"
+    ]
+    assert len(shared) == 1
+    reads = [t for t in statement.find_all(exp.Table) if t.name == shared[0].alias]
+    assert len(reads) >= 4
