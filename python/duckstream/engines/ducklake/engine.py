@@ -27,6 +27,7 @@ from duckstream.engines.base import MULT, Engine, Source, Version
 from duckstream.engines.ducklake import cursors as ducklake_cursors
 from duckstream.engines.ducklake import window as ducklake_window
 from duckstream.engines.ducklake.names import same_names
+from duckstream.engines.ducklake.old_states import derive_old_states
 from duckstream.engines.ducklake.window_sql import pin_sql
 from duckstream.plan import (
     Applied,
@@ -575,6 +576,25 @@ class DuckLakeEngine(Engine):
 
     def temp_table(self, name: str) -> exp.Table:
         return exp.table_(name, db="main", catalog="temp")
+
+    def create_temp(
+        self, table: exp.Table, query: exp.Expr, changes_of: Source | None = None
+    ) -> Step:
+        """A delta or state table's query with its key-filtered reads of a source through one
+        column sharing one scan, the old states derived from it (:mod:`.old_states`)."""
+        if changes_of is None:
+            reads = {
+                s.table().sql(dialect="duckdb"): (
+                    _columns(s),
+                    self._changes_table(s),
+                    self._cursor(s),
+                    self._end(s.catalog),
+                )
+                for s in self.sources
+                if s.columns is not None
+            }
+            query = derive_old_states(query, reads, self.copies)
+        return super().create_temp(table, query, changes_of)
 
     def copies(self, mult: exp.Expr) -> exp.Expr:
         return exp.Unnest(expressions=[exp.Anonymous(this="range", expressions=[mult])])
