@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from duckstream import compile_ivm
-from duckstream.engines.iceberg import runner
+from duckstream.engines.iceberg import steps as iceberg_steps
 from duckstream.plan import CommitWith, IVMPlan
 from duckstream.spark import local_session, refresh, schema_of, setup
 from duckstream.testing.differential import as_multiset, multiset_diff
@@ -97,7 +97,7 @@ def main() -> None:
     spark.sql("INSERT INTO db.u SELECT id, id % 13 FROM range(1000)")
 
     steps: dict[str, list[float]] = collections.defaultdict(list)
-    execute = runner._execute
+    execute = iceberg_steps._execute
 
     step_jobs: dict[str, list[int]] = collections.defaultdict(list)
 
@@ -111,7 +111,7 @@ def main() -> None:
             steps[key].append(time.perf_counter() - start)
             step_jobs[key].append(len(tracker.getJobIdsForGroup()) - before)
 
-    runner._execute = timed
+    iceberg_steps._execute = timed
     tracker = spark.sparkContext.statusTracker()
     next_key = args.rows
     for name in args.views:

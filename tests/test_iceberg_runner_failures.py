@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from duckstream.engines.iceberg import runner
+from duckstream.engines.iceberg import steps as iceberg_steps
 from duckstream.plan import Begin, Cleanup, Commit, CommitWith, Sql
 
 STEPS = [
@@ -62,7 +62,7 @@ class FakeSpark:
 @pytest.fixture(autouse=True)
 def _commit_with_properties(monkeypatch):
     monkeypatch.setattr(
-        runner, "sql_with_commit_properties", lambda spark, sql, properties: spark.sql(sql)
+        iceberg_steps, "sql_with_commit_properties", lambda spark, sql, properties: spark.sql(sql)
     )
 
 
@@ -74,11 +74,11 @@ def test_each_statement_failed(failing):
         warnings.simplefilter("always")
         if WRITES.index(failing) <= commit:
             with pytest.raises(Injected):
-                runner.run_steps(spark, list(STEPS))
+                iceberg_steps.run_steps(spark, list(STEPS))
             assert "MERGE INTO lake.db.mv ..." not in spark.ran  # nothing written
             assert not warned
         else:
-            runner.run_steps(spark, list(STEPS))
+            iceberg_steps.run_steps(spark, list(STEPS))
             assert [w.category for w in warned] == [RuntimeWarning]
             assert "the refresh is applied" in str(warned[0].message)
     assert spark.ran[-1] == "DROP VIEW IF EXISTS _ivm_changes"  # the clean-up ran

@@ -626,3 +626,29 @@ def test_a_table_whose_statistics_leave_a_value_out(tmp_path):
     assert con.execute("SELECT current_setting('disabled_optimizers')").fetchone() == (
         "join_order",
     )
+
+
+def test_the_oracle_is_the_datas_answer_where_duckdb_without_statistics_is_not(lake):
+    """Shrunk by the top-k generator (deep run): with statistics propagation off (as a refresh
+    runs: ``runner.without_table_statistics``) DuckDB 1.5.5 answers this view wrongly now and
+    then (4 times in 5 here): it joins the row DISTINCT ON orders second, (k = 2), where
+    NULLS FIRST puts k = NULL first. The maintained view was right; the harness's
+    recomputation, run under the same settings, was not. It now recomputes over copies of
+    the tables, with DuckDB's own statistics (``DuckLakeHarness.recompute``)."""
+    view = (
+        "SELECT s.c0, s.c1, b.k AS bk FROM (SELECT DISTINCT ON (o.c0) o.k AS c0, o.c0 AS c1"
+        " FROM t0 AS o LEFT JOIN t1 AS i ON i.k = o.k ORDER BY o.c0, o.c0, o.k NULLS FIRST)"
+        " AS s JOIN t1 AS b ON b.k = s.c0"
+    )
+    harness, plan = _view(
+        lake,
+        {"t0": "k INTEGER, c0 INTEGER", "t1": "k INTEGER"},
+        {"t0": "(NULL, NULL), (2, 0)", "t1": "(NULL), (2)"},
+        view,
+    )
+    lake.execute("INSERT INTO dl.main.t0 VALUES (NULL, 0)")
+    refresh(lake, plan, strategy="incremental")
+    for _ in range(10):
+        harness.check(plan, view, "after the insert")
+        assert harness.recompute(view)[1] == []
+    assert lake.execute(plan.query_mv).fetchall() == []

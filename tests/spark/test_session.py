@@ -149,7 +149,7 @@ def test_union_of_two_snapshots_needs_remove_noop_union_excluded(spark, history:
     side of the UNION (a refresh reads sources at two snapshots in one query). The Iceberg
     runner excludes the rule (its ``Begin``); with it excluded the union is right."""
     from duckstream.engines.iceberg.engine import EXCLUDED_RULES, NOOP_UNION
-    from duckstream.engines.iceberg.runner import run_steps
+    from duckstream.engines.iceberg.steps import run_steps
     from duckstream.plan import Begin
 
     first, last = history.snapshots[0], history.snapshots[-1]

@@ -15,7 +15,7 @@ import pytest
 
 from duckstream.compiler import compile_ivm
 from duckstream.engines.iceberg.pinned_commit import pinned_commit
-from duckstream.engines.iceberg.runner import run_steps
+from duckstream.engines.iceberg.steps import run_steps
 from duckstream.engines.iceberg.window import java_table, read_logs
 from duckstream.errors import RefreshConflict
 from duckstream.spark import refresh, schema_of

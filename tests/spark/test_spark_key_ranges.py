@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from duckstream.engines.iceberg.key_ranges import KeyRanges
-from duckstream.engines.iceberg.runner import run_steps
+from duckstream.engines.iceberg.steps import run_steps
 from duckstream.plan import IVMPlan, SetValues
 from duckstream.testing.differential import Column, Delete, Insert, TableSpec, Update
 from duckstream.testing.spark_harness import SparkHarness

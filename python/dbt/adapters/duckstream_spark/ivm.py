@@ -42,8 +42,9 @@ from dbt_duckstream.materialize import Refreshed
 from dbt_duckstream.model import ModelRequest, State, plan_hash
 from duckstream.clock import at_clock
 from duckstream.compiler import compile_ivm
-from duckstream.engines.iceberg.runner import begin, changed_sources, fill, finish, setup
+from duckstream.engines.iceberg.runner import begin, fill, finish, setup
 from duckstream.engines.iceberg.schema import schema_of
+from duckstream.engines.iceberg.steps import changed_sources
 from duckstream.engines.iceberg.window import CLOCK_PROPERTY, read_logs
 from duckstream.normalize.pin_clock import pin_clock
 from duckstream.plan import IVMPlan, Naming

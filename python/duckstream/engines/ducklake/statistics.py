@@ -96,6 +96,14 @@ def without_table_statistics(con: Connection, outside: _Outside | None = None) -
     refresh's statement lists) costs nothing. Leaving never raises: a failed restore is a
     warning (the refresh is done; the setting stays off).
 
+    The cost of the GLOBAL setting: while a refresh runs, the database's other queries run
+    without statistics propagation too, and DuckDB 1.5.5 then answers some of them wrongly
+    now and then: ``SELECT ... FROM (SELECT DISTINCT ON (g) k ... ORDER BY g, k NULLS FIRST)
+    AS s JOIN u ON u.k = s.k`` joins a row DISTINCT ON orders second
+    (``tests/test_regressions_ducklake.py``). duckstream's own statements do not have that
+    form (DISTINCT ON is numbered rows: :mod:`duckstream.normalize.rewrite_distinct_on`), but
+    a dbt ``table`` model of that form run on another thread at the same moment can be hit.
+
     ``outside``: refuse (:class:`TransactionOpen`) before setting anything when the caller
     has a transaction open; the settings read tells (:class:`_Outside`)."""
     if _untrusted_on.get() is con:

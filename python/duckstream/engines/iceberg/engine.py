@@ -5,7 +5,7 @@ What differs from DuckDB + DuckLake, and how this engine deals with it:
 - **Literals only.** ``VERSION AS OF`` and ``CALL`` arguments accept no subquery, variable or
   parameter, and Spark 3.5 has no session variables. Run-time values (pinned snapshots,
   cursors, "did this source change") are therefore ``${duckstream.<view>.<name>}``
-  placeholders, filled in by a small runner (:mod:`duckstream.engines.iceberg.runner`) from the
+  placeholders, filled in by a small runner (:mod:`duckstream.engines.iceberg.steps`) from the
   plan's own value queries (:class:`~duckstream.plan.PinWindow`,
   :class:`~duckstream.plan.SetValues` steps). A false "changed" guard becomes the literal
   ``false``, and Spark's optimizer drops the whole delta term before it reads anything.

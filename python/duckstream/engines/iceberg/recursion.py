@@ -14,7 +14,7 @@ plan that come before that statement, and the statement reads their temporary vi
 
 :func:`render_iterate` writes an iteration as the statements of one step and the loop's
 rule (``${k}``: the iteration's number), for a person; the runner
-(:func:`duckstream.engines.iceberg.runner.iterate`) runs that loop, keeping each
+(:func:`duckstream.engines.iceberg.steps.iterate`) runs that loop, keeping each
 iteration's rows (a local checkpoint) so that the next one reads them instead of
 recomputing the chain before it.
 
