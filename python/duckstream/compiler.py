@@ -38,12 +38,13 @@ from duckstream.scans import source_reads
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.base import Sink
 from duckstream.sinks.grouped import GroupedSink
-from duckstream.tree.base import Context, key_semijoins
+from duckstream.tree.base import Context
 from duckstream.tree.build import SelectParts, build_top_k, split_select
 from duckstream.tree.columns import table_key, used_columns
 from duckstream.tree.constant import reads_no_table
 from duckstream.tree.derived import Derived
 from duckstream.tree.join import Join
+from duckstream.tree.key_filters import key_semijoins
 from duckstream.tree.recursive import read_old_from
 from duckstream.tree.shared_cte import (
     Shares,

@@ -32,13 +32,13 @@ from duckstream.sinks.aggregates import KEPT
 from duckstream.sinks.bag import BagSink
 from duckstream.sinks.grouped import GroupedSink
 from duckstream.tree.aggregate import Aggregate
-from duckstream.tree.base import key_semijoins
 from duckstream.tree.constant import ConstantLeaf, ConstantRelation
 from duckstream.tree.derived import Derived
 from duckstream.tree.distinct import Distinct
 from duckstream.tree.filter import Filter
 from duckstream.tree.intersect_except import IntersectExcept
 from duckstream.tree.join import Join
+from duckstream.tree.key_filters import key_semijoins
 from duckstream.tree.lateral_function import LateralFunction
 from duckstream.tree.lateral_subquery import LateralSubquery
 from duckstream.tree.project import Project

@@ -110,7 +110,8 @@ class Engine(ABC):
     # again costs little, so delta terms may add semi-join filters on it.
     changes_are_materialized = False
     # True when restrictions to keys are better spelled as uncorrelated semi-joins, also
-    # pushed into derived tables grouped by the key (:func:`duckstream.tree.base.key_semijoins`)
+    # pushed into derived tables grouped by the key
+    # (:func:`duckstream.tree.key_filters.key_semijoins`)
     key_semijoins = False
     # whether the engine evaluates WITH RECURSIVE (``tree.recursive``), and how (``explain``)
     recursive_ctes = True

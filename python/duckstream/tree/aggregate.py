@@ -27,12 +27,9 @@ from duckstream.tree.base import (
     Term,
     changed_flag,
     column_tables,
-    key_in,
-    row_columns,
-    states_unfiltered,
     union_all,
-    uses_key_semijoins,
 )
+from duckstream.tree.key_filters import key_in, row_columns, states_unfiltered, uses_key_semijoins
 
 
 def null_safe_match(left: Sequence[exp.Expr], right: Sequence[exp.Expr]) -> exp.Expr:

@@ -8,7 +8,8 @@ is not among the values ``p.a`` takes in the rows of ``p`` the term keeps joins 
     σ_C(… ⋈ p ⋈ … ⋈ Δd ⋈ …) = σ_C(… ⋈ p ⋈ … ⋈ (Δd ⋉_{b ∈ P}) ⋈ …),
     P = π_a(σ_{C_p}(p))
 
-with ``C_p`` the conditions of ``C`` on ``p`` alone (:func:`~duckstream.tree.base.implied_on`).
+with ``C_p`` the conditions of ``C`` on ``p`` alone
+(:func:`~duckstream.tree.key_filters.implied_on`).
 For a grouped ``d = γ_G(Q)`` with ``b`` a group column, ``Δd = γ(Q_new ⋉ A) − γ(Q_old ⋉ A)``
 over the affected groups ``A`` (:func:`~duckstream.tree.aggregate.regroup_delta`); the groups
 are whole, so ``Δd ⋉_{b ∈ P}`` is the same rule over ``A ⋉_{b ∈ P}``, and its groups' keys are
@@ -36,10 +37,8 @@ from dataclasses import replace
 from sqlglot import exp
 
 from duckstream.expressions import conjuncts, parenthesized
-from duckstream.tree.base import (
-    Context,
-    Leaf,
-    Term,
+from duckstream.tree.base import Context, Leaf, Term
+from duckstream.tree.key_filters import (
     implied_on,
     key_in,
     push_key_filter,

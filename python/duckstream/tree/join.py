@@ -59,20 +59,22 @@ from duckstream.expressions import aliased, conjuncts
 from duckstream.tree.base import (
     Block,
     Context,
-    KeyRange,
     Leaf,
     Term,
     changed_flag,
     changes,
     column_tables,
+    state_gates,
+    union_all,
+)
+from duckstream.tree.demand import narrow_delta
+from duckstream.tree.key_filters import (
+    KeyRange,
     key_in,
     push_key_filter,
     row_columns,
-    state_gates,
-    union_all,
     uses_key_semijoins,
 )
-from duckstream.tree.demand import narrow_delta
 from duckstream.tree.lateral_subquery import LateralSubquery
 
 INNER, LEFT, RIGHT, FULL = "inner", "left", "right", "full"

@@ -35,7 +35,8 @@ from typing import ClassVar
 from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
-from duckstream.tree.base import Context, Leaf, conjuncts, key_in
+from duckstream.tree.base import Context, Leaf, conjuncts
+from duckstream.tree.key_filters import key_in
 from duckstream.tree.scan import Scan
 
 

@@ -17,7 +17,8 @@ from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
 from duckstream.expressions import aliased
-from duckstream.tree.base import Context, KeyRange, Leaf, mult_column
+from duckstream.tree.base import Context, Leaf, mult_column
+from duckstream.tree.key_filters import KeyRange
 
 
 @dataclass

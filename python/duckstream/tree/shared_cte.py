@@ -8,7 +8,7 @@ states ``C_old`` and ``C_new``, again: TPC-H Q15 reads ``revenue`` in its FROM a
 ``C_new`` are each materialized once per refresh into a temporary table (a step before the
 statements that read it), and every reference reads that table: ``ρ_a(SELECT * FROM t)``. A
 key filter a term puts on a reference then filters the table (``SELECT * FROM t WHERE k IN
-(...)``, :func:`~duckstream.tree.base.push_key_filter`).
+(...)``, :func:`~duckstream.tree.key_filters.push_key_filter`).
 
 Only where it pays (:func:`choose`): the compiler first generates the refresh with every part
 read from its table, counts the reads, then generates it again with tables for the parts that

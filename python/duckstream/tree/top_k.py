@@ -79,11 +79,11 @@ from duckstream.tree.base import (
     changed_flag,
     col,
     gated_states,
-    states_unfiltered,
     union_all,
 )
 from duckstream.tree.derived import Derived
 from duckstream.tree.join import Join
+from duckstream.tree.key_filters import states_unfiltered
 from duckstream.tree.project import Project
 
 TOP = "_ivm_top"  # the numbered rows (normalize.rewrite_top_k)

@@ -28,7 +28,8 @@ from sqlglot import exp
 
 from duckstream.engines.base import Source, Version
 from duckstream.tree.aggregate import regroup_delta
-from duckstream.tree.base import Block, Context, Relation, Term, states_unfiltered, union_all
+from duckstream.tree.base import Block, Context, Relation, Term, union_all
+from duckstream.tree.key_filters import states_unfiltered
 
 
 def partition_keys(items: list[exp.Expr]) -> list[exp.Expr]:
