@@ -34,11 +34,14 @@ Read(table='c.s.u', when=(frozenset({'c.s.t'}),), whole=False)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from duckstream.engines.base import Source
 from duckstream.plan import CreateTemp, Iterate, Read, Step
+
+if TYPE_CHECKING:  # the engines' package reads its guards (engines.ducklake.old_states)
+    from duckstream.engines.base import Source
 
 
 def source_reads(

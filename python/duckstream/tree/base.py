@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from duckstream.engines.base import MULT, Engine, Source, Version
-from duckstream.expressions import conjuncts, ident, parenthesized
+from duckstream.expressions import conjuncts, ident, parenthesized, uncorrelated
 from duckstream.tree.key_filters import (
     KEY_FILTER,
     KeyRange,
@@ -35,7 +35,6 @@ from duckstream.tree.key_filters import (
     only_column,
     push_key_filter,
     row_columns,
-    uncorrelated,
     uses_key_semijoins,
 )
 

@@ -63,15 +63,6 @@ def is_state(relation: exp.Expr | None) -> bool | None:
     return None
 
 
-def uncorrelated(query: exp.Expr) -> bool:
-    """Whether every qualified column of ``query`` names a relation defined inside it."""
-    defined = {
-        n.alias_or_name for n in query.find_all(exp.Table, exp.Subquery, exp.CTE, exp.Unnest)
-    }
-    defined |= {n.alias for n in query.find_all(exp.TableAlias) if n.alias}
-    return all(not c.table or c.table in defined for c in query.find_all(exp.Column))
-
-
 def only_column(
     column: str, query: exp.Query | KeyRange
 ) -> Callable[[str], exp.Query | KeyRange | None]:

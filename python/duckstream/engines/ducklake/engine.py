@@ -593,7 +593,8 @@ class DuckLakeEngine(Engine):
                 for s in self.sources
                 if s.columns is not None
             }
-            query = derive_old_states(query, reads, self.copies)
+            flags = {s.fqn: self.changed(s) for s in self.sources}
+            query = derive_old_states(query, reads, self.copies, flags)
         return super().create_temp(table, query, changes_of)
 
     def copies(self, mult: exp.Expr) -> exp.Expr:

@@ -70,6 +70,8 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from duckstream.engines.base import MULT
+from duckstream.expressions import uncorrelated
+from duckstream.scans import guards_around
 
 # Per source (by its table's SQL without time travel): the columns the view reads, its change
 # copy (a table), and its old and its new version expressions.
@@ -219,13 +221,6 @@ def _read_names(query: exp.Expr) -> set[str]:
     }
 
 
-def _uncorrelated(query: exp.Expr) -> bool:
-    """Whether ``query`` reads no column of a table it does not name itself."""
-    named = {t.alias_or_name for t in query.find_all(exp.Table, exp.Subquery)}
-    named |= {t.name for t in query.find_all(exp.Table)}
-    return not any(c.table and c.table not in named for c in query.find_all(exp.Column))
-
-
 def _hoisted(
     queries: list[exp.Expr], hidden: dict[str, exp.CTE], counts: dict[str, int]
 ) -> list[exp.CTE] | None:
@@ -245,7 +240,7 @@ def _hoisted(
         if (
             counts.get(name, 0) != 1
             or (isinstance(with_, exp.With) and with_.args.get("recursive"))
-            or not _uncorrelated(cte.this)
+            or not uncorrelated(cte.this)
         ):
             return None
         found.append(cte)
@@ -302,11 +297,17 @@ def _shared_keys(
 
 
 def derive_old_states(
-    query: exp.Expr, reads: Reads, copies: Callable[[exp.Expr], exp.Expr]
+    query: exp.Expr,
+    reads: Reads,
+    copies: Callable[[exp.Expr], exp.Expr],
+    flags: Mapping[str, exp.Expr] | None = None,
 ) -> exp.Expr:
     """``query`` with its key-filtered reads of a source through one column sharing one scan
     (see the module); ``copies``: the engine's select-list expression repeating its row ``m``
-    times. The input is not changed."""
+    times; ``flags``: per source, the engine's "changed in the window" flag: the shared scan
+    runs under the guards of the reads it serves (:func:`_guard`), so it is skipped when none
+    of them runs, and :mod:`duckstream.scans` weighs it where they ran. The input is not
+    changed."""
     query = query.copy()
     groups: dict[tuple[str, str], list[_Read]] = {}
     for node in list(query.find_all(exp.Subquery)):
@@ -341,6 +342,9 @@ def derive_old_states(
         key = group[0].conditions[0].this.copy()  # the column as spelled (quoted or not)
         wanted = exp.In(this=key, query=exp.Subquery(this=union))
         body = exp.select(*_copies(columns)).from_(table).where(wanted, copy=False)
+        guard = _guard([read.subquery for read in group], flags or {})
+        if guard is not None:
+            body = body.where(guard, copy=False)
         top.with_(kept, as_=body, materialized=True, append=True, copy=False)
         for read in group:
             own = exp.and_(*(c.copy() for c in read.conditions))
@@ -351,6 +355,29 @@ def derive_old_states(
                     "this", exp.select(*_copies(columns)).from_(kept).where(own, copy=False)
                 )
     return query
+
+
+def _guard(readers: list[exp.Subquery], flags: Mapping[str, exp.Expr]) -> exp.Expr | None:
+    """The condition under which any of ``readers`` runs: per reader, the conjunction of the
+    guard clauses around it (each a disjunction of change flags,
+    :func:`duckstream.scans.guards_around`), the readers' disjoined; None when one of them
+    has none (it always runs).
+
+    >>> from sqlglot import parse_one
+    >>> t = exp.column("changed_t")
+    >>> q = parse_one("SELECT * FROM (SELECT 1) AS a WHERE changed_t")
+    >>> print(_guard([q.find(exp.Subquery)], {"t": t}).sql())
+    (changed_t)
+    """
+    by_flag = {flag: name for name, flag in flags.items()}
+    disjuncts: dict[str, exp.Expr] = {}  # by their SQL: two readers under one guard
+    for reader in readers:
+        clauses = guards_around(reader, by_flag)
+        if not clauses:
+            return None
+        guard = exp.and_(*(exp.or_(*(flags[n].copy() for n in sorted(c))) for c in clauses))
+        disjuncts.setdefault(guard.sql(), guard)
+    return exp.paren(exp.or_(*disjuncts.values()))
 
 
 def _copies(columns: list[exp.Expr]) -> list[exp.Expr]:
