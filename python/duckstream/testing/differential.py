@@ -291,9 +291,13 @@ class DuckLakeHarness:
 
     def result(self, sql: str) -> tuple[list[str], list[tuple]]:
         """``sql``'s column names (as DuckDB reports them) and rows."""
-        catalogs = dict.fromkeys([self.catalog, *self.placement.values()])
+        return self._run(sql, list(dict.fromkeys([self.catalog, *self.placement.values()])))
+
+    def _run(self, sql: str, catalogs: list[str]) -> tuple[list[str], list[tuple]]:
+        """``sql``'s column names and rows, its unqualified tables looked up in the schema
+        of ``catalogs``, in order (the first also the current one)."""
         path = ",".join(f"{c}.{self.schema}" for c in catalogs)
-        self.con.execute(f"USE {self.catalog}.{self.schema}")
+        self.con.execute(f"USE {catalogs[0]}.{self.schema}")
         self.con.execute(f"SET search_path = '{path}'")
         try:
             cursor = self.con.execute(sql)
@@ -351,18 +355,10 @@ class DuckLakeHarness:
                     node.set("catalog", exp.to_identifier(copies[node.catalog.lower()]))
                 return node
 
-            path = ",".join(
-                [f"{copies[c.lower()]}.{self.schema}" for c in catalogs]
-                + [f"{c}.{self.schema}" for c in catalogs]
+            return self._run(
+                parsed.transform(to_copies).sql(dialect="duckdb"),
+                [copies[c.lower()] for c in catalogs] + catalogs,
             )
-            self.con.execute(f"USE {copies[self.catalog.lower()]}.{self.schema}")
-            self.con.execute(f"SET search_path = '{path}'")
-            try:
-                cursor = self.con.execute(parsed.transform(to_copies).sql(dialect="duckdb"))
-                return [d[0] for d in cursor.description], cursor.fetchall()
-            finally:
-                self.con.execute("USE memory.main")
-                self.con.execute("RESET search_path")
         finally:
             for copy in copies.values():
                 self.con.execute(f"DETACH {copy}")
